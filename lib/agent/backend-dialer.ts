@@ -1,0 +1,263 @@
+/**
+ * The agent's side of one server stream (AgentService.Connect): dials backends on DIAL_REQ and
+ * carries their bytes. The mirror image of the server's AgentSession.
+ *
+ * Invariants:
+ *  - a pending dial ends exactly once: connected (DIAL_RSP with a connectID), failed or timed
+ *    out (DIAL_RSP with an error), cancelled by DIAL_CLS (nothing sent), or dropped because the
+ *    stream ended (socket destroyed, nothing sent);
+ *  - every established connection is in `conns` until its CLOSE_RSP has been sent or the
+ *    stream has ended; when the stream ends, every socket is destroyed at once;
+ *  - nothing is queued per connection (see EndpointConnection); the only buffers are the
+ *    stream's and the sockets' own, each bounded by its high-water mark.
+ */
+import { EventEmitter } from "node:events";
+import { connect, type Socket } from "node:net";
+import type { AgentMetrics } from "../metrics/agent-metrics.js";
+import type { Logger } from "../observability/logger.js";
+import {
+  closeResponse,
+  type DialRequestPacket,
+  dialResponse,
+  drain,
+  type Packet,
+  PacketType,
+  packetTypeName,
+} from "../proto/packet.js";
+import { PacketSink } from "../tunnel/packet-sink.js";
+import type { PacketStream } from "../tunnel/packet-stream.js";
+import { PauseLatch } from "../tunnel/pause-latch.js";
+import type { ConnectIdAllocator } from "./connect-ids.js";
+import { parseDialTarget, type TcpTarget } from "./dial-target.js";
+import { EndpointConnection, type EndpointStreamSide } from "./endpoint-connection.js";
+import { BACKEND_TCP_KEEPALIVE_MS } from "./timeouts.js";
+
+/** Opens a TCP connection; injectable so tests can simulate dials that never complete. */
+export type SocketFactory = (target: TcpTarget) => Socket;
+
+export const defaultSocketFactory: SocketFactory = ({ host, port }) =>
+  // Go's dialer, which upstream uses, sets TCP_NODELAY and a 15s keepalive by default.
+  connect({ host, port, noDelay: true, keepAlive: true, keepAliveInitialDelay: BACKEND_TCP_KEEPALIVE_MS });
+
+/** Error text for a CLOSE_RSP answering a connectID this stream does not know. */
+export const UNKNOWN_CONNECT_ID = "unknown connectID";
+
+export interface BackendDialerOptions {
+  dialTimeoutMs: number;
+  connectIds: ConnectIdAllocator;
+  connectSocket?: SocketFactory;
+  log: Logger;
+  metrics: AgentMetrics;
+}
+
+interface PendingDial {
+  random: bigint;
+  address: string;
+  socket: Socket;
+  timer: NodeJS.Timeout;
+  startedAt: bigint;
+}
+
+export class BackendDialer extends EventEmitter<{ closed: []; load: [load: number] }> {
+  private readonly pending = new Map<bigint, PendingDial>();
+  private readonly conns = new Map<bigint, EndpointConnection>();
+  private readonly sink: PacketSink;
+  private readonly side: EndpointStreamSide;
+  private readonly connectSocket: SocketFactory;
+  private ended = false;
+
+  constructor(
+    private readonly stream: PacketStream,
+    private readonly opts: BackendDialerOptions,
+  ) {
+    super();
+    this.sink = new PacketSink(stream);
+    this.connectSocket = opts.connectSocket ?? defaultSocketFactory;
+    this.side = {
+      send: (packet) => this.send(packet),
+      onceWritable: (cb) => this.sink.onceWritable(cb),
+      readLatch: new PauseLatch(stream),
+      backendClosed: (conn, error) => this.onBackendClosed(conn, error),
+    };
+    stream.on("data", (packet: Packet) => this.onPacket(packet));
+    stream.on("error", (err: Error) => {
+      opts.log.debug({ err: err.message }, "server stream error");
+      // An errored stream may stay paused with unread packets and never emit "end".
+      this.shutdown();
+    });
+    stream.once("end", () => {
+      this.shutdown();
+      // The server is done with us; finish our half too so the call completes.
+      if (!stream.writableEnded && !stream.destroyed) stream.end();
+    });
+    stream.once("close", () => this.shutdown());
+  }
+
+  /** Dials in flight plus open connections: what this stream is carrying. */
+  get load(): number {
+    return this.pending.size + this.conns.size;
+  }
+
+  get isClosed(): boolean {
+    return this.ended;
+  }
+
+  /** Tells the server this agent is going away: it should send new dials elsewhere. */
+  sendDrain(): void {
+    if (!this.ended) this.send(drain());
+  }
+
+  /** Destroys every backend socket and pending dial; the owner closes the stream itself. */
+  shutdown(): void {
+    if (this.ended) return;
+    this.ended = true;
+    for (const p of this.pending.values()) {
+      clearTimeout(p.timer);
+      p.socket.destroy();
+    }
+    this.pending.clear();
+    for (const conn of this.conns.values()) conn.abort();
+    this.opts.metrics.openEndpointConnections.dec(this.conns.size);
+    this.conns.clear();
+    this.emit("load", 0);
+    this.emit("closed");
+  }
+
+  private send(packet: Packet): boolean {
+    this.opts.metrics.streamPackets.inc({ segment: "from_agent", packet_type: packetTypeName(packet) });
+    return this.sink.send(packet);
+  }
+
+  private onPacket(packet: Packet): void {
+    if (this.ended) return;
+    this.opts.metrics.streamPackets.inc({ segment: "to_agent", packet_type: packetTypeName(packet) });
+    switch (packet.type) {
+      case PacketType.DIAL_REQ:
+        this.onDialRequest(packet);
+        return;
+      case PacketType.DIAL_CLS:
+        this.cancelDial(packet.random);
+        return;
+      case PacketType.DATA: {
+        const conn = this.conns.get(packet.connectId);
+        if (conn) conn.write(packet.data);
+        // Typically data that crossed our CLOSE_RSP; the answer lets the server forget it too.
+        else this.send(closeResponse(packet.connectId, UNKNOWN_CONNECT_ID));
+        return;
+      }
+      case PacketType.CLOSE_REQ:
+        this.onCloseRequest(packet.connectId);
+        return;
+      default:
+        // DIAL_RSP, CLOSE_RSP, DRAIN and unknown types mean nothing to an agent. Upstream logs
+        // and carries on; dropping the stream would hurt every connection on it.
+        this.opts.log.debug({ packetType: packetTypeName(packet) }, "ignoring unexpected packet from server");
+    }
+  }
+
+  private onDialRequest(req: DialRequestPacket): void {
+    const { random, address } = req;
+    const log = this.opts.log;
+    if (this.pending.has(random)) {
+      // The server assigns randoms per stream and never reuses one while it is pending.
+      log.warn({ random: String(random) }, "server reused a pending dial random; refusing the second dial");
+      this.send(dialResponse(random, 0n, "duplicate dial random"));
+      return;
+    }
+    const parsed = parseDialTarget(req.protocol, address);
+    if (!parsed.ok) {
+      this.dialFailed(random, address, parsed.error, "unknown");
+      return;
+    }
+    const socket = this.connectSocket(parsed.target);
+    const pending: PendingDial = {
+      random,
+      address,
+      socket,
+      startedAt: process.hrtime.bigint(),
+      timer: setTimeout(() => {
+        this.endPending(pending);
+        socket.destroy();
+        // Go's wording for a dial timeout, as upstream agents report it.
+        this.dialFailed(random, address, `dial tcp ${address}: i/o timeout`, "timeout");
+      }, this.opts.dialTimeoutMs),
+    };
+    this.pending.set(random, pending);
+    this.emit("load", this.load);
+    const onError = (err: Error) => {
+      if (this.pending.get(random) !== pending) return;
+      this.endPending(pending);
+      socket.destroy();
+      const reason = (err as NodeJS.ErrnoException).code === "ETIMEDOUT" ? "timeout" : "unknown";
+      this.dialFailed(random, address, `dial tcp ${address}: ${err.message}`, reason);
+    };
+    // Stays attached after a cancel or timeout: a late error on the destroyed socket is ignored.
+    socket.on("error", onError);
+    socket.once("connect", () => {
+      socket.off("error", onError);
+      if (this.pending.get(random) !== pending) {
+        socket.destroy(); // cancelled or timed out just as it connected
+        return;
+      }
+      // Not endPending: the load must not dip to zero between the dial and the connection.
+      clearTimeout(pending.timer);
+      this.pending.delete(random);
+      this.established(pending);
+    });
+  }
+
+  private established(p: PendingDial): void {
+    const connectId = this.opts.connectIds.next();
+    const log = this.opts.log.child({ connectId: String(connectId) });
+    const conn = new EndpointConnection(connectId, p.socket, this.side, log);
+    this.conns.set(connectId, conn);
+    this.opts.metrics.openEndpointConnections.inc();
+    this.opts.metrics.dialDuration.observe(Number(process.hrtime.bigint() - p.startedAt) / 1e9);
+    log.debug({ address: p.address }, "backend connected");
+    this.send(dialResponse(p.random, connectId));
+    this.emit("load", this.load);
+  }
+
+  private dialFailed(random: bigint, address: string, error: string, reason: "timeout" | "unknown"): void {
+    this.opts.metrics.endpointDialFailures.inc({ reason });
+    // A refused or unreachable backend is the caller's problem, not the agent's: debug only.
+    this.opts.log.debug({ address, error }, "backend dial failed");
+    this.send(dialResponse(random, 0n, error));
+  }
+
+  /** DIAL_CLS: the server gave up on this dial; upstream sends nothing back. */
+  private cancelDial(random: bigint): void {
+    const pending = this.pending.get(random);
+    if (!pending) return; // already answered; the server will CLOSE_REQ the connection if needed
+    this.endPending(pending);
+    pending.socket.destroy();
+  }
+
+  private endPending(p: PendingDial): void {
+    clearTimeout(p.timer);
+    if (this.pending.delete(p.random)) this.emit("load", this.load);
+  }
+
+  private onCloseRequest(connectId: bigint): void {
+    const conn = this.conns.get(connectId);
+    if (!conn) {
+      this.send(closeResponse(connectId, UNKNOWN_CONNECT_ID));
+      return;
+    }
+    this.forget(conn);
+    conn.closeFromServer();
+    this.send(closeResponse(connectId));
+  }
+
+  private onBackendClosed(conn: EndpointConnection, error: string): void {
+    if (this.conns.get(conn.connectId) !== conn) return;
+    this.forget(conn);
+    this.send(closeResponse(conn.connectId, error));
+  }
+
+  private forget(conn: EndpointConnection): void {
+    this.conns.delete(conn.connectId);
+    this.opts.metrics.openEndpointConnections.dec();
+    this.emit("load", this.load);
+  }
+}

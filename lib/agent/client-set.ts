@@ -1,0 +1,210 @@
+/**
+ * Keeps the agent connected to every proxy server, like upstream's ClientSet: behind a load
+ * balancer the agent cannot choose a server, so it keeps opening streams, keeps the first one to
+ * each distinct serverID and closes duplicates, until it holds as many distinct servers as the
+ * servers say there are (their serverCount header).
+ *
+ * The loop is event-driven: an attempt runs when the set is short of servers, at most one at a
+ * time, and nothing runs while it is complete; a lost connection starts it again. Delays:
+ *  - failure, or a duplicate server (no progress): exponential backoff with full jitter;
+ *  - a new server: backoff resets; if still short, the next attempt follows after --sync-interval;
+ *  - a connection lost: the next attempt waits a jittered backoff delay, so that the agents of a
+ *    dead server do not all hit the survivors in the same instant.
+ *
+ * Target count: the highest serverCount announced by the servers currently connected (1 when
+ * none). Counting only live servers lets the target shrink after a scale-down; upstream instead
+ * keeps the count from the most recent new server.
+ */
+import { EventEmitter } from "node:events";
+import type { AgentMetrics } from "../metrics/agent-metrics.js";
+import type { Logger } from "../observability/logger.js";
+import { Backoff } from "./backoff.js";
+
+/** What the set needs from one server connection; ServerConnection implements it. */
+export interface ServerLink {
+  readonly serverId: string;
+  readonly serverCount: number;
+  readonly load: number;
+  drain(): void;
+  close(reason: string): void;
+  on(event: "closed", listener: (reason: string) => void): unknown;
+  on(event: "load", listener: (load: number) => void): unknown;
+}
+
+export interface ClientSetOptions {
+  /** Opens one stream to whichever server the address leads to. */
+  connect: () => Promise<ServerLink>;
+  syncIntervalMs: number;
+  syncIntervalCapMs: number;
+  /** Uniform in [0, 1); injected by tests. */
+  random?: () => number;
+  log: Logger;
+  metrics: AgentMetrics;
+}
+
+export interface ClientSetState {
+  connectedServers: string[];
+  targetServerCount: number;
+  draining: boolean;
+  stopped: boolean;
+  /** Dials in flight plus open backend connections over all servers. */
+  load: number;
+}
+
+export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; load: [load: number] }> {
+  private readonly links = new Map<string, ServerLink>();
+  private readonly backoff: Backoff;
+  private timer: NodeJS.Timeout | undefined;
+  /** The connect attempt in flight, if any; at most one at a time. */
+  private attempting: Promise<void> | null = null;
+  private draining = false;
+  private stopped = false;
+
+  constructor(private readonly opts: ClientSetOptions) {
+    super();
+    this.backoff = new Backoff({
+      baseMs: opts.syncIntervalMs,
+      capMs: opts.syncIntervalCapMs,
+      random: opts.random,
+    });
+  }
+
+  start(): void {
+    this.schedule(0);
+  }
+
+  get ready(): boolean {
+    return this.links.size > 0;
+  }
+
+  get targetServerCount(): number {
+    let target = 1;
+    for (const link of this.links.values()) target = Math.max(target, link.serverCount);
+    return target;
+  }
+
+  get load(): number {
+    let load = 0;
+    for (const link of this.links.values()) load += link.load;
+    return load;
+  }
+
+  state(): ClientSetState {
+    return {
+      connectedServers: [...this.links.keys()],
+      targetServerCount: this.targetServerCount,
+      draining: this.draining,
+      stopped: this.stopped,
+      load: this.load,
+    };
+  }
+
+  /** Sends DRAIN to every server and opens no new connections; open ones keep serving. */
+  drain(): void {
+    if (this.draining || this.stopped) return;
+    this.draining = true;
+    this.cancelTimer();
+    for (const link of this.links.values()) link.drain();
+    this.changed();
+  }
+
+  /**
+   * Closes every server connection (and with them every backend connection). Resolves once a
+   * connect attempt in flight has settled too, so nothing is left opening after stop.
+   */
+  async stop(): Promise<void> {
+    if (!this.stopped) {
+      this.stopped = true;
+      this.cancelTimer();
+      for (const link of [...this.links.values()]) link.close("agent stopping");
+      this.changed();
+    }
+    await this.attempting;
+  }
+
+  private get wanted(): boolean {
+    return !this.draining && !this.stopped && this.links.size < this.targetServerCount;
+  }
+
+  private schedule(delayMs: number): void {
+    this.cancelTimer();
+    if (!this.wanted || this.attempting) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      if (!this.wanted || this.attempting) return;
+      this.attempting = this.attempt().finally(() => {
+        this.attempting = null;
+        this.afterAttempt();
+      });
+    }, delayMs);
+    // The agent's listeners keep the process alive; this timer alone must not.
+    this.timer.unref();
+  }
+
+  private cancelTimer(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Delay before the next attempt, chosen by the attempt that just ended. */
+  private nextDelayMs = 0;
+
+  private async attempt(): Promise<void> {
+    let link: ServerLink;
+    try {
+      link = await this.opts.connect();
+    } catch (err) {
+      this.opts.metrics.serverConnectAttempts.inc({ outcome: "failed" });
+      this.nextDelayMs = this.backoff.next();
+      this.opts.log.warn(
+        { err: (err as Error).message, retryInMs: this.nextDelayMs },
+        "cannot connect to proxy server",
+      );
+      return;
+    }
+    if (this.draining || this.stopped) {
+      link.close(this.stopped ? "agent stopping" : "agent draining");
+      return;
+    }
+    if (this.links.has(link.serverId)) {
+      this.opts.metrics.serverConnectAttempts.inc({ outcome: "duplicate" });
+      link.close("duplicate server");
+      this.nextDelayMs = this.backoff.next();
+      this.opts.log.debug({ serverId: link.serverId, retryInMs: this.nextDelayMs }, "reached an already connected server");
+      return;
+    }
+    this.add(link);
+    this.backoff.reset();
+    this.nextDelayMs = this.opts.syncIntervalMs;
+  }
+
+  private afterAttempt(): void {
+    this.schedule(this.nextDelayMs);
+  }
+
+  private add(link: ServerLink): void {
+    const { serverId } = link;
+    this.links.set(serverId, link);
+    this.opts.metrics.serverConnectAttempts.inc({ outcome: "connected" });
+    this.opts.log.info(
+      { serverId, serverCount: link.serverCount, connected: this.links.size },
+      "connected to proxy server",
+    );
+    link.on("load", () => this.emit("load", this.load));
+    link.on("closed", (reason) => {
+      if (this.links.get(serverId) !== link) return;
+      this.links.delete(serverId);
+      this.opts.log.info({ serverId, reason, connected: this.links.size }, "lost proxy server");
+      this.changed();
+      this.emit("load", this.load);
+      this.schedule(this.backoff.next());
+    });
+    this.changed();
+  }
+
+  private changed(): void {
+    this.opts.metrics.openServerConnections.set(this.links.size);
+    this.opts.metrics.knownServerCount.set(this.targetServerCount);
+    this.emit("change", this.state());
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * Turns a DIAL_REQ's protocol and address into something `net.connect` takes, or into the error
+ * text the agent answers with. Error texts follow Go's `net.Dial` wording, which upstream agents
+ * send and operators already recognise in logs.
+ */
+
+export interface TcpTarget {
+  host: string;
+  port: number;
+}
+
+export type DialTargetResult = { ok: true; target: TcpTarget } | { ok: false; error: string };
+
+/**
+ * Only "tcp" is served: it is what every Konnectivity client sends, and refusing the rest keeps
+ * the agent from becoming a UDP or Unix-socket relay nobody asked for.
+ */
+export function parseDialTarget(protocol: string, address: string): DialTargetResult {
+  if (protocol !== "tcp")
+    return { ok: false, error: `dial ${protocol} ${address}: unknown network ${protocol}` };
+  const fail = (why: string): DialTargetResult => ({
+    ok: false,
+    error: `dial tcp ${address}: address ${why}`,
+  });
+
+  let host: string;
+  let portText: string;
+  if (address.startsWith("[")) {
+    // "[v6addr]:port", as Go's net.JoinHostPort writes IPv6 literals.
+    const close = address.indexOf("]");
+    if (close === -1) return fail("missing ']'");
+    if (address[close + 1] !== ":") return fail("missing port");
+    host = address.slice(1, close);
+    portText = address.slice(close + 2);
+  } else {
+    const colon = address.lastIndexOf(":");
+    if (colon === -1) return fail("missing port");
+    host = address.slice(0, colon);
+    portText = address.slice(colon + 1);
+    if (host.includes(":")) return fail("too many colons");
+  }
+  // Go also resolves service names ("http"); no Konnectivity client sends them.
+  if (!/^\d{1,5}$/.test(portText)) return fail(`invalid port "${portText}"`);
+  const port = Number(portText);
+  if (port < 1 || port > 65_535) return fail(`invalid port "${portText}"`);
+  // An empty host means the local system in Go; be explicit so Node does the same.
+  return { ok: true, target: { host: host === "" ? "localhost" : host, port } };
+}

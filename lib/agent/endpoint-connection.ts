@@ -1,0 +1,113 @@
+/**
+ * One established backend TCP connection of a server stream, and the two data directions
+ * between them. Nothing is queued here; each direction pushes back on its source:
+ *  - backend → server: when the stream's sink is full, this socket stops being read until the
+ *    sink drains (TCP flow control then slows the backend);
+ *  - server → backend: when the socket's write buffer is full, the whole server stream stops
+ *    being read until the socket drains. The upstream protocol has no per-connection credits,
+ *    so this is the only bound it allows; it is what upstream's agent does too.
+ */
+import type { Socket } from "node:net";
+import type { Logger } from "../observability/logger.js";
+import { dataPacket, type Packet } from "../proto/packet.js";
+import type { PauseLatch } from "../tunnel/pause-latch.js";
+import { BACKEND_CLOSE_FLUSH_TIMEOUT_MS } from "./timeouts.js";
+
+/** What a connection needs from the stream that carries it. */
+export interface EndpointStreamSide {
+  send(packet: Packet): boolean;
+  onceWritable(cb: () => void): void;
+  /** Pauses reading the server stream while any connection is backed up. */
+  readonly readLatch: PauseLatch;
+  /** The backend closed on its own (EOF or error); `error` is "" for a clean close. */
+  backendClosed(conn: EndpointConnection, error: string): void;
+}
+
+type State = "open" | "closing" | "gone";
+
+export class EndpointConnection {
+  /**
+   * open: carrying data; closing: the server closed it, we are flushing towards the backend
+   * and ignore what the backend still sends; gone: socket destroyed or closed.
+   */
+  private state: State = "open";
+  private lastError: Error | undefined;
+  private waitingForSink = false;
+  private blockingStream = false;
+  private flushTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly connectId: bigint,
+    private readonly socket: Socket,
+    private readonly side: EndpointStreamSide,
+    private readonly log: Logger,
+  ) {
+    socket.on("data", (chunk: Buffer) => this.fromBackend(chunk));
+    socket.on("error", (err) => {
+      this.lastError = err;
+    });
+    socket.once("close", () => this.onClose());
+  }
+
+  /** DATA from the server. */
+  write(data: Uint8Array): void {
+    // The backend already ended its side (FIN): the close is on its way; writing would only
+    // provoke "write after end".
+    if (this.state !== "open" || this.socket.writableEnded || this.socket.destroyed) return;
+    if (this.socket.write(data) || this.blockingStream) return;
+    this.blockingStream = true;
+    this.side.readLatch.block(this);
+    this.socket.once("drain", () => this.unblockStream());
+  }
+
+  /**
+   * CLOSE_REQ from the server: send our FIN after what is already written, discard whatever the
+   * backend still sends, and destroy the socket if it does not close in time.
+   */
+  closeFromServer(): void {
+    if (this.state !== "open") return;
+    this.state = "closing";
+    this.unblockStream();
+    this.flushTimer = setTimeout(() => this.socket.destroy(), BACKEND_CLOSE_FLUSH_TIMEOUT_MS);
+    this.flushTimer.unref();
+    this.socket.end();
+    // Keep reading (and dropping) so the backend's FIN is seen and the socket can close.
+    this.socket.resume();
+  }
+
+  /** The server stream is gone: drop the connection now, nothing is reported. */
+  abort(): void {
+    if (this.state === "gone") return;
+    this.state = "gone";
+    this.unblockStream();
+    this.socket.destroy();
+  }
+
+  private fromBackend(chunk: Buffer): void {
+    if (this.state !== "open") return;
+    if (this.side.send(dataPacket(this.connectId, chunk)) || this.waitingForSink) return;
+    this.waitingForSink = true;
+    this.socket.pause();
+    this.side.onceWritable(() => {
+      this.waitingForSink = false;
+      if (this.state === "open") this.socket.resume();
+    });
+  }
+
+  private unblockStream(): void {
+    if (!this.blockingStream) return;
+    this.blockingStream = false;
+    this.side.readLatch.unblock(this);
+  }
+
+  private onClose(): void {
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    const wasOpen = this.state === "open";
+    this.state = "gone";
+    this.unblockStream();
+    if (!wasOpen) return;
+    const error = this.lastError ? this.lastError.message : "";
+    this.log.debug({ err: this.lastError?.message }, "backend closed the connection");
+    this.side.backendClosed(this, error);
+  }
+}

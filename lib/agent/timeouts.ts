@@ -1,0 +1,29 @@
+/**
+ * Named durations of the agent that are not flags. Each has a reason.
+ */
+
+/**
+ * How long a new server stream may take to answer with its headers (serverID, serverCount).
+ * Upstream waits forever (a TODO in its code); an LB that accepts TCP and never forwards would
+ * then stall the sync loop. A healthy server answers in one round trip plus a token check.
+ */
+export const SERVER_HANDSHAKE_TIMEOUT_MS = 15_000;
+
+/**
+ * After CLOSE_REQ the backend socket is half-closed so bytes already written still reach the
+ * backend; if the backend neither reads them nor closes within this time, the socket is
+ * destroyed. Bounded so a stuck backend cannot pin a socket forever.
+ */
+export const BACKEND_CLOSE_FLUSH_TIMEOUT_MS = 5_000;
+
+/**
+ * TCP keepalive on backend sockets, as Go's net.Dialer enables by default (15s): a backend that
+ * vanished without a FIN is noticed instead of holding a connection open forever.
+ */
+export const BACKEND_TCP_KEEPALIVE_MS = 15_000;
+
+/** HTTP health/admin servers: a probe must send its request head within this time. */
+export const HTTP_HEADERS_TIMEOUT_MS = 10_000;
+
+/** HTTP health/admin servers: a whole request (they have no bodies) must arrive within this time. */
+export const HTTP_REQUEST_TIMEOUT_MS = 15_000;

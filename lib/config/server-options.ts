@@ -1,0 +1,256 @@
+/**
+ * Everything `kgw server` can be told, in one place: flag table, defaults, validation. The
+ * entrypoint calls `parseServerOptions(argv, env)` once and passes the plain object down.
+ * Flag names follow upstream proxy-server where the meaning is the same.
+ */
+import { randomUUID } from "node:crypto";
+import { ConfigError } from "../errors.js";
+import { defineFlags, formatHelp, parseFlags } from "./flags.js";
+
+export const SERVER_FLAGS = defineFlags({
+  "server-id": { kind: "string", default: "", help: "Unique ID of this server instance (random if empty)." },
+  "server-count": {
+    kind: "int",
+    default: 1,
+    help: "Number of server instances agents should connect to; sent to agents as serverCount.",
+  },
+  mode: {
+    kind: "string",
+    default: "grpc",
+    help: "Accepted for upstream compatibility (grpc|http-connect); both are always served.",
+  },
+  "server-port": { kind: "port", default: 8090, help: "Frontend port (gRPC and HTTP CONNECT)." },
+  "server-bind-address": { kind: "string", default: "", help: "Frontend bind address (all if empty)." },
+  "uds-name": {
+    kind: "string",
+    default: "",
+    help: "Also serve the frontend on this Unix socket (plaintext).",
+  },
+  "delete-existing-uds-file": {
+    kind: "bool",
+    default: false,
+    help: "Remove a stale file at --uds-name before listening.",
+  },
+  "server-cert": { kind: "string", default: "", help: "Frontend TLS certificate (PEM)." },
+  "server-key": { kind: "string", default: "", help: "Frontend TLS private key (PEM)." },
+  "server-ca-cert": {
+    kind: "string",
+    default: "",
+    help: "CA for frontend client certificates; when set, clients must present one (mTLS).",
+  },
+  "insecure-frontend": {
+    kind: "bool",
+    default: false,
+    help: "Serve the TCP frontend without TLS. Only for tests and trusted networks.",
+  },
+  "agent-port": { kind: "port", default: 8132, help: "Agent port (AgentService.Connect)." },
+  "agent-bind-address": { kind: "string", default: "", help: "Agent bind address (all if empty)." },
+  "cluster-cert": { kind: "string", default: "", help: "Agent-facing TLS certificate (PEM)." },
+  "cluster-key": { kind: "string", default: "", help: "Agent-facing TLS private key (PEM)." },
+  "cluster-ca-cert": {
+    kind: "string",
+    default: "",
+    help: "CA for agent client certificates; when set, agents may authenticate with one (mTLS).",
+  },
+  "agent-token-file": {
+    kind: "string",
+    default: "",
+    help: "File with accepted agent bearer tokens, one per line; kept only as SHA-256 hashes.",
+  },
+  "agent-token": {
+    kind: "string",
+    default: "",
+    help: "An accepted agent bearer token (prefer the file or the environment).",
+    env: "KGW_AGENT_TOKEN",
+  },
+  "admin-port": { kind: "port", default: 8133, help: "Admin port (/metrics)." },
+  "admin-bind-address": { kind: "string", default: "127.0.0.1", help: "Admin bind address." },
+  "health-port": { kind: "port", default: 8134, help: "Health port (/healthz, /readyz)." },
+  "health-bind-address": { kind: "string", default: "", help: "Health bind address (all if empty)." },
+  "keepalive-time": {
+    kind: "duration",
+    default: 3_600_000,
+    help: "gRPC keepalive ping interval towards agents.",
+  },
+  "frontend-keepalive-time": {
+    kind: "duration",
+    default: 3_600_000,
+    help: "gRPC keepalive ping interval towards frontend clients.",
+  },
+  "graceful-shutdown-timeout": {
+    kind: "duration",
+    default: 20_000,
+    help: "On SIGTERM, how long open tunnels may finish before they are closed.",
+  },
+  "backend-dial-timeout": {
+    kind: "duration",
+    default: 10_000,
+    help: "How long a dial may wait for the agent's answer (0 disables; not recommended).",
+  },
+  "proxy-strategies": {
+    kind: "string",
+    default: "default",
+    help: "Comma-separated agent selection strategies: default, destHost, defaultRoute.",
+  },
+  "tls-min-version": { kind: "string", default: "VersionTLS12", help: "VersionTLS12 or VersionTLS13." },
+  "max-header-bytes": { kind: "int", default: 16_384, help: "Largest HTTP CONNECT request head accepted." },
+  "header-timeout": {
+    kind: "duration",
+    default: 10_000,
+    help: "How long a new frontend connection may take to send its first request.",
+  },
+  "log-level": {
+    kind: "string",
+    default: "info",
+    help: "trace, debug, info, warn, error.",
+    env: "KGW_LOG_LEVEL",
+  },
+});
+
+export type ProxyStrategy = "default" | "destHost" | "defaultRoute";
+export type TlsMinVersion = "TLSv1.2" | "TLSv1.3";
+export type LogLevel = "trace" | "debug" | "info" | "warn" | "error";
+
+export interface TlsFiles {
+  cert: string;
+  key: string;
+  /** Client CA; when set, the listener asks for client certificates. */
+  ca: string;
+}
+
+export interface ServerOptions {
+  serverId: string;
+  serverCount: number;
+  frontend: {
+    /** null when the TCP frontend is off (only the Unix socket serves). */
+    port: number | null;
+    host: string;
+    tls: TlsFiles | null;
+    udsPath: string;
+    deleteExistingUds: boolean;
+    keepaliveMs: number;
+    maxHeaderBytes: number;
+    headerTimeoutMs: number;
+  };
+  agent: {
+    port: number;
+    host: string;
+    tls: TlsFiles;
+    tokenFile: string;
+    /** Tokens given inline (flag or env). Never logged. */
+    tokens: string[];
+    keepaliveMs: number;
+  };
+  admin: { port: number; host: string };
+  health: { port: number; host: string };
+  tlsMinVersion: TlsMinVersion;
+  gracefulShutdownMs: number;
+  backendDialTimeoutMs: number;
+  proxyStrategies: ProxyStrategy[];
+  logLevel: LogLevel;
+}
+
+const STRATEGIES: readonly ProxyStrategy[] = ["default", "destHost", "defaultRoute"];
+const LOG_LEVELS: readonly LogLevel[] = ["trace", "debug", "info", "warn", "error"];
+
+export function parseTlsMinVersion(v: string): TlsMinVersion {
+  if (v === "VersionTLS12") return "TLSv1.2";
+  if (v === "VersionTLS13") return "TLSv1.3";
+  throw new ConfigError(`--tls-min-version: "${v}" is not allowed; use VersionTLS12 or VersionTLS13`);
+}
+
+export function parseLogLevel(v: string): LogLevel {
+  if ((LOG_LEVELS as readonly string[]).includes(v)) return v as LogLevel;
+  throw new ConfigError(`--log-level: "${v}" is not one of ${LOG_LEVELS.join(", ")}`);
+}
+
+export const SERVER_USAGE = "kgw server [flags]";
+export const serverHelp = (): string =>
+  formatHelp(
+    SERVER_USAGE,
+    "Runs a gateway instance: agents connect on --agent-port, kube-apiserver dials through --server-port or --uds-name.",
+    SERVER_FLAGS,
+  );
+
+export type ParsedServerOptions = { help: true } | { help: false; options: ServerOptions };
+
+export function parseServerOptions(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+): ParsedServerOptions {
+  const { values: f, help } = parseFlags(SERVER_FLAGS, argv, env);
+  if (help) return { help: true };
+
+  if (f["server-count"] < 1) throw new ConfigError("--server-count must be at least 1");
+  if (f.mode !== "grpc" && f.mode !== "http-connect") {
+    throw new ConfigError(`--mode: "${f.mode}" is not grpc or http-connect`);
+  }
+  if (Boolean(f["server-cert"]) !== Boolean(f["server-key"])) {
+    throw new ConfigError("--server-cert and --server-key must be given together");
+  }
+  if (f["server-ca-cert"] && !f["server-cert"]) {
+    throw new ConfigError("--server-ca-cert needs --server-cert and --server-key (mTLS is on top of TLS)");
+  }
+  if (f["insecure-frontend"] && f["server-cert"]) {
+    throw new ConfigError("--insecure-frontend contradicts --server-cert; choose one");
+  }
+  const tcpFrontend = Boolean(f["server-cert"]) || f["insecure-frontend"];
+  if (!tcpFrontend && !f["uds-name"]) {
+    throw new ConfigError(
+      "the frontend needs --server-cert/--server-key (TLS), --uds-name (Unix socket) or, for tests only, --insecure-frontend",
+    );
+  }
+  if (!f["cluster-cert"] || !f["cluster-key"]) {
+    throw new ConfigError("--cluster-cert and --cluster-key are required: agents always connect over TLS");
+  }
+  if (!f["cluster-ca-cert"] && !f["agent-token-file"] && !f["agent-token"]) {
+    throw new ConfigError(
+      "agents must authenticate: give --cluster-ca-cert (mTLS), --agent-token-file or $KGW_AGENT_TOKEN",
+    );
+  }
+  const strategies = f["proxy-strategies"].split(",").map((s) => s.trim());
+  for (const s of strategies) {
+    if (!(STRATEGIES as readonly string[]).includes(s)) {
+      throw new ConfigError(`--proxy-strategies: "${s}" is not one of ${STRATEGIES.join(", ")}`);
+    }
+  }
+  if (f["max-header-bytes"] < 256 || f["max-header-bytes"] > 1 << 20) {
+    throw new ConfigError("--max-header-bytes must be between 256 and 1048576");
+  }
+  if (f["header-timeout"] <= 0) throw new ConfigError("--header-timeout must be positive");
+
+  return {
+    help: false,
+    options: {
+      serverId: f["server-id"] || randomUUID(),
+      serverCount: f["server-count"],
+      frontend: {
+        port: tcpFrontend ? f["server-port"] : null,
+        host: f["server-bind-address"],
+        tls: f["server-cert"]
+          ? { cert: f["server-cert"], key: f["server-key"], ca: f["server-ca-cert"] }
+          : null,
+        udsPath: f["uds-name"],
+        deleteExistingUds: f["delete-existing-uds-file"],
+        keepaliveMs: f["frontend-keepalive-time"],
+        maxHeaderBytes: f["max-header-bytes"],
+        headerTimeoutMs: f["header-timeout"],
+      },
+      agent: {
+        port: f["agent-port"],
+        host: f["agent-bind-address"],
+        tls: { cert: f["cluster-cert"], key: f["cluster-key"], ca: f["cluster-ca-cert"] },
+        tokenFile: f["agent-token-file"],
+        tokens: f["agent-token"] ? [f["agent-token"]] : [],
+        keepaliveMs: f["keepalive-time"],
+      },
+      admin: { port: f["admin-port"], host: f["admin-bind-address"] },
+      health: { port: f["health-port"], host: f["health-bind-address"] },
+      tlsMinVersion: parseTlsMinVersion(f["tls-min-version"]),
+      gracefulShutdownMs: f["graceful-shutdown-timeout"],
+      backendDialTimeoutMs: f["backend-dial-timeout"],
+      proxyStrategies: strategies as ProxyStrategy[],
+      logLevel: parseLogLevel(f["log-level"]),
+    },
+  };
+}

@@ -1,0 +1,201 @@
+/**
+ * Typed errors with fixed codes. Every failure the gateway reports to a peer is one of these;
+ * callers switch on `code`, never on message text. `httpStatusFor` and `grpcStatusFor` are the
+ * only places that map a failure to a wire status, so HTTP CONNECT and gRPC stay consistent.
+ */
+
+export type ErrorCode =
+  | "ERR_CONFIG"
+  | "ERR_BAD_REQUEST"
+  | "ERR_METHOD_NOT_ALLOWED"
+  | "ERR_HEADERS_TOO_LARGE"
+  | "ERR_HEADERS_TIMEOUT"
+  | "ERR_UNAUTHENTICATED"
+  | "ERR_PROXY_AUTH_REQUIRED"
+  | "ERR_FORBIDDEN"
+  | "ERR_QUOTA"
+  | "ERR_NO_AGENT"
+  | "ERR_AGENT_GONE"
+  | "ERR_DIAL_FAILED"
+  | "ERR_DIAL_TIMEOUT"
+  | "ERR_DIAL_CANCELLED"
+  | "ERR_UNKNOWN_CONNECTION"
+  | "ERR_PROTOCOL"
+  | "ERR_SHUTTING_DOWN";
+
+export class GatewayError extends Error {
+  readonly code: ErrorCode;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+/** A flag, file or environment value is missing or invalid. */
+export class ConfigError extends GatewayError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("ERR_CONFIG", message, options);
+  }
+}
+
+/** A peer sent something we cannot parse (bad CONNECT target, malformed request line). */
+export class BadRequestError extends GatewayError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("ERR_BAD_REQUEST", message, options);
+  }
+}
+
+/** An HTTP request other than CONNECT reached a tunnel listener. */
+export class MethodNotAllowedError extends GatewayError {
+  constructor(readonly method: string) {
+    super("ERR_METHOD_NOT_ALLOWED", `method ${method} is not allowed; only CONNECT is served`);
+  }
+}
+
+/** The request head exceeded the size limit. */
+export class HeadersTooLargeError extends GatewayError {
+  constructor(readonly limit: number) {
+    super("ERR_HEADERS_TOO_LARGE", `request head exceeds ${limit} bytes`);
+  }
+}
+
+/** The request head did not arrive in time (slow client). */
+export class HeadersTimeoutError extends GatewayError {
+  constructor(readonly timeoutMs: number) {
+    super("ERR_HEADERS_TIMEOUT", `request head not received within ${timeoutMs}ms`);
+  }
+}
+
+/** The peer presented no credentials or invalid ones. */
+export class UnauthenticatedError extends GatewayError {
+  constructor(message = "authentication required", options?: { cause?: unknown }) {
+    super("ERR_UNAUTHENTICATED", message, options);
+  }
+}
+
+/** An authenticated caller asked for something policy does not allow. */
+export class ForbiddenError extends GatewayError {
+  constructor(message: string) {
+    super("ERR_FORBIDDEN", message);
+  }
+}
+
+/** No agent is connected that can serve the dial. */
+export class NoAgentError extends GatewayError {
+  constructor(message = "no agent available") {
+    super("ERR_NO_AGENT", message);
+  }
+}
+
+/** The agent serving a dial or connection disconnected. */
+export class AgentGoneError extends GatewayError {
+  constructor(agentId: string) {
+    super("ERR_AGENT_GONE", `agent ${agentId} disconnected`);
+  }
+}
+
+/** The agent tried the backend and reported failure (refused, unreachable, DNS). */
+export class DialFailedError extends GatewayError {
+  constructor(message: string) {
+    super("ERR_DIAL_FAILED", message);
+  }
+}
+
+/** The dial did not complete within the backend dial timeout. */
+export class DialTimeoutError extends GatewayError {
+  constructor(readonly timeoutMs: number) {
+    super("ERR_DIAL_TIMEOUT", `dial timed out after ${timeoutMs}ms`);
+  }
+}
+
+/** The dial was cancelled by the caller (DIAL_CLS or the caller went away). */
+export class DialCancelledError extends GatewayError {
+  constructor(message = "dial cancelled") {
+    super("ERR_DIAL_CANCELLED", message);
+  }
+}
+
+/** A packet named a connectID this stream does not own. */
+export class UnknownConnectionError extends GatewayError {
+  constructor(readonly connectId: bigint) {
+    super("ERR_UNKNOWN_CONNECTION", `unknown connectID ${connectId}`);
+  }
+}
+
+/** A peer broke the tunnel protocol (malformed packet, packet not valid in this direction). */
+export class ProtocolError extends GatewayError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("ERR_PROTOCOL", message, options);
+  }
+}
+
+/** The instance is draining and accepts no new work. */
+export class ShuttingDownError extends GatewayError {
+  constructor() {
+    super("ERR_SHUTTING_DOWN", "gateway is shutting down");
+  }
+}
+
+const HTTP_STATUS: Record<ErrorCode, number> = {
+  ERR_CONFIG: 500,
+  ERR_BAD_REQUEST: 400,
+  ERR_METHOD_NOT_ALLOWED: 405,
+  ERR_HEADERS_TOO_LARGE: 431,
+  ERR_HEADERS_TIMEOUT: 408,
+  ERR_UNAUTHENTICATED: 401,
+  ERR_PROXY_AUTH_REQUIRED: 407,
+  ERR_FORBIDDEN: 403,
+  ERR_QUOTA: 429,
+  // Upstream answers 503 when no agent is connected and 500 when the dial could not be sent.
+  ERR_NO_AGENT: 503,
+  ERR_AGENT_GONE: 503,
+  ERR_DIAL_FAILED: 502,
+  ERR_DIAL_TIMEOUT: 504,
+  ERR_DIAL_CANCELLED: 502,
+  ERR_UNKNOWN_CONNECTION: 400,
+  ERR_PROTOCOL: 400,
+  ERR_SHUTTING_DOWN: 503,
+};
+
+/** HTTP status for a CONNECT request that failed with `err`. Unknown errors are 500. */
+export function httpStatusFor(err: unknown): number {
+  return err instanceof GatewayError ? HTTP_STATUS[err.code] : 500;
+}
+
+/** gRPC status codes (numeric, as @grpc/grpc-js `status`) for a stream that fails with `err`. */
+export const GrpcCode = {
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  UNAUTHENTICATED: 16,
+} as const;
+
+const GRPC_STATUS: Record<ErrorCode, number> = {
+  ERR_CONFIG: GrpcCode.INTERNAL,
+  ERR_BAD_REQUEST: GrpcCode.INVALID_ARGUMENT,
+  ERR_METHOD_NOT_ALLOWED: GrpcCode.INVALID_ARGUMENT,
+  ERR_HEADERS_TOO_LARGE: GrpcCode.INVALID_ARGUMENT,
+  ERR_HEADERS_TIMEOUT: GrpcCode.DEADLINE_EXCEEDED,
+  ERR_UNAUTHENTICATED: GrpcCode.UNAUTHENTICATED,
+  ERR_PROXY_AUTH_REQUIRED: GrpcCode.UNAUTHENTICATED,
+  ERR_FORBIDDEN: GrpcCode.PERMISSION_DENIED,
+  ERR_QUOTA: GrpcCode.RESOURCE_EXHAUSTED,
+  ERR_NO_AGENT: GrpcCode.UNAVAILABLE,
+  ERR_AGENT_GONE: GrpcCode.UNAVAILABLE,
+  ERR_DIAL_FAILED: GrpcCode.UNAVAILABLE,
+  ERR_DIAL_TIMEOUT: GrpcCode.DEADLINE_EXCEEDED,
+  ERR_DIAL_CANCELLED: GrpcCode.UNAVAILABLE,
+  ERR_UNKNOWN_CONNECTION: GrpcCode.INVALID_ARGUMENT,
+  ERR_PROTOCOL: GrpcCode.INVALID_ARGUMENT,
+  ERR_SHUTTING_DOWN: GrpcCode.UNAVAILABLE,
+};
+
+/** gRPC status code for a stream that fails with `err`. Unknown errors are INTERNAL. */
+export function grpcStatusFor(err: unknown): number {
+  return err instanceof GatewayError ? GRPC_STATUS[err.code] : GrpcCode.INTERNAL;
+}

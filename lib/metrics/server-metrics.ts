@@ -1,0 +1,103 @@
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+
+/**
+ * Server metrics under upstream's names (`konnectivity_network_proxy_server_*`), so existing
+ * dashboards and alerts keep working. One registry per instance: tests run several in a process.
+ */
+const NS = "konnectivity_network_proxy_server";
+
+/** Upstream's dial failure reasons, plus `no_agent`. */
+export type DialFailureReason =
+  | "no_agent"
+  | "error_response"
+  | "unrecognized_response"
+  | "send_rsp"
+  | "backend_close"
+  | "backend_dial_timeout"
+  | "frontend_close";
+
+export type StreamSegment = "from_client" | "to_client" | "from_agent" | "to_agent";
+
+export class ServerMetrics {
+  readonly registry = new Registry();
+
+  readonly dialDuration = new Histogram({
+    name: `${NS}_dial_duration_seconds`,
+    help: "Latency of dial to the remote endpoint in seconds",
+    buckets: [0.000_1, 0.000_5, 0.001, 0.005, 0.025, 0.1, 0.5, 2.5, 12.5],
+    registers: [this.registry],
+  });
+
+  readonly dialFailures = new Counter({
+    name: `${NS}_dial_failure_count`,
+    help: "Number of dial failures observed. Multiple failures can occur for a single dial request.",
+    labelNames: ["reason"] as const,
+    registers: [this.registry],
+  });
+
+  readonly pendingDials = new Gauge({
+    name: `${NS}_pending_backend_dials`,
+    help: "Current number of pending backend dial requests",
+    registers: [this.registry],
+  });
+
+  readonly establishedConnections = new Gauge({
+    name: `${NS}_established_connections`,
+    help: "Current number of established end-to-end connections (post-dial).",
+    registers: [this.registry],
+  });
+
+  readonly connectionDuration = new Histogram({
+    name: `${NS}_connection_duration_seconds`,
+    help: "Duration in seconds a proxied end-to-end connection was established (post-dial) before being closed.",
+    buckets: [1, 5, 15, 30, 60, 300, 900, 1800, 3600, 14400, 43200, 86400],
+    registers: [this.registry],
+  });
+
+  readonly readyBackends = new Gauge({
+    name: `${NS}_ready_backend_connections`,
+    help: "Number of konnectivity agent connected to the proxy server",
+    registers: [this.registry],
+  });
+
+  readonly grpcConnections = new Gauge({
+    name: `${NS}_grpc_connections`,
+    help: "Number of current grpc connections, partitioned by service method.",
+    labelNames: ["service_method"] as const,
+    registers: [this.registry],
+  });
+
+  readonly httpConnections = new Gauge({
+    name: `${NS}_http_connections`,
+    help: "Number of current HTTP CONNECT connections",
+    registers: [this.registry],
+  });
+
+  readonly streamPackets = new Counter({
+    name: `${NS}_stream_packets_total`,
+    help: "Count of packets processed, by segment and packet type (example: from_client, DIAL_REQ)",
+    labelNames: ["segment", "packet_type"] as const,
+    registers: [this.registry],
+  });
+
+  readonly streamErrors = new Counter({
+    name: `${NS}_stream_errors_total`,
+    help: "Count of gRPC stream errors, by segment, grpc Code, packet type. (example: from_agent, Code.Unavailable, DIAL_RSP)",
+    labelNames: ["segment", "code", "packet_type"] as const,
+    registers: [this.registry],
+  });
+
+  readonly rejectedConnections = new Counter({
+    name: "kgw_server_rejected_connections_total",
+    help: "Connections refused before reaching a tunnel, by listener and reason.",
+    labelNames: ["listener", "reason"] as const,
+    registers: [this.registry],
+  });
+
+  readonly tunnelBytes = new Counter({
+    name: "kgw_server_tunnel_bytes_total",
+    help: "Bytes carried through tunnels, by direction (to_agent, to_client).",
+    labelNames: ["direction"] as const,
+    registers: [this.registry],
+  });
+}

@@ -1,0 +1,381 @@
+/**
+ * Hand-written protobuf codec for the tunnel `Packet` (konnectivity.proto).
+ *
+ * Why not a generated codec: this is the data path. Every tunneled byte passes through here
+ * twice, and the schema is a fixed, tiny wire contract. Encoding computes the exact size and
+ * writes once into one buffer; decoding returns `data` as a view into the received message,
+ * never a copy. Byte-for-byte agreement with protobufjs is checked in test/unit/codec.test.ts.
+ *
+ * Proto3 rules kept: default values (0, "", empty bytes) are omitted; a oneof payload is always
+ * written, even when empty; unknown fields are skipped; a missing payload decodes as the empty
+ * message of its type (as Go's getters do).
+ */
+import { ProtocolError } from "../errors.js";
+import { type Packet, PacketType } from "./packet.js";
+
+const WIRE_VARINT = 0;
+const WIRE_FIXED64 = 1;
+const WIRE_LEN = 2;
+const WIRE_FIXED32 = 5;
+
+/** Packet oneof field number for each packet type (DIAL_REQ → dialRequest = 2, ...). */
+const PAYLOAD_FIELD: readonly number[] = [2, 3, 5, 6, 4, 7, 8];
+
+const TWO_POW_53 = 2n ** 53n;
+
+// ---------------------------------------------------------------------------------------------
+// Sizes
+
+function varintSize(n: number): number {
+  if (n < 0x80) return 1;
+  if (n < 0x4000) return 2;
+  if (n < 0x200000) return 3;
+  if (n < 0x10000000) return 4;
+  let size = 5;
+  for (let v = Math.floor(n / 0x800000000); v > 0; v = Math.floor(v / 0x80)) size++;
+  return size;
+}
+
+function int64Size(v: bigint): number {
+  if (v >= 0n && v < TWO_POW_53) return varintSize(Number(v));
+  if (v < 0n) return 10; // negative int64 is always a ten-byte two's-complement varint
+  let size = 1;
+  for (let u = v >> 7n; u > 0n; u >>= 7n) size++;
+  return size;
+}
+
+const int64FieldSize = (v: bigint): number => (v === 0n ? 0 : 1 + int64Size(v));
+const lenFieldSize = (len: number): number => (len === 0 ? 0 : 1 + varintSize(len) + len);
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+class Writer {
+  pos = 0;
+  constructor(readonly buf: Buffer) {}
+
+  varint(n: number): void {
+    const buf = this.buf;
+    while (n >= 0x80) {
+      buf[this.pos++] = (n % 0x80) | 0x80;
+      n = Math.floor(n / 0x80);
+    }
+    buf[this.pos++] = n;
+  }
+
+  int64(v: bigint): void {
+    if (v >= 0n && v < TWO_POW_53) {
+      this.varint(Number(v));
+      return;
+    }
+    let u = BigInt.asUintN(64, v);
+    while (u >= 0x80n) {
+      this.buf[this.pos++] = Number(u & 0x7fn) | 0x80;
+      u >>= 7n;
+    }
+    this.buf[this.pos++] = Number(u);
+  }
+
+  int64Field(tag: number, v: bigint): void {
+    if (v === 0n) return;
+    this.buf[this.pos++] = tag;
+    this.int64(v);
+  }
+
+  stringField(tag: number, s: string, byteLength: number): void {
+    if (byteLength === 0) return;
+    this.buf[this.pos++] = tag;
+    this.varint(byteLength);
+    this.pos += this.buf.write(s, this.pos, byteLength, "utf8");
+  }
+
+  bytesField(tag: number, b: Uint8Array): void {
+    if (b.byteLength === 0) return;
+    this.buf[this.pos++] = tag;
+    this.varint(b.byteLength);
+    this.buf.set(b, this.pos);
+    this.pos += b.byteLength;
+  }
+}
+
+function encodeBody(packet: Exclude<Packet, { type: "unknown" }>, w: Writer | null): number {
+  // One function computes the size (w === null) and writes (w !== null) so the two can never
+  // disagree about which fields are present.
+  switch (packet.type) {
+    case PacketType.DIAL_REQ: {
+      const p = Buffer.byteLength(packet.protocol);
+      const a = Buffer.byteLength(packet.address);
+      if (w) {
+        w.stringField(0x0a, packet.protocol, p);
+        w.stringField(0x12, packet.address, a);
+        w.int64Field(0x18, packet.random);
+      }
+      return lenFieldSize(p) + lenFieldSize(a) + int64FieldSize(packet.random);
+    }
+    case PacketType.DIAL_RSP: {
+      const e = Buffer.byteLength(packet.error);
+      if (w) {
+        w.stringField(0x0a, packet.error, e);
+        w.int64Field(0x10, packet.connectId);
+        w.int64Field(0x18, packet.random);
+      }
+      return lenFieldSize(e) + int64FieldSize(packet.connectId) + int64FieldSize(packet.random);
+    }
+    case PacketType.CLOSE_REQ:
+      w?.int64Field(0x08, packet.connectId);
+      return int64FieldSize(packet.connectId);
+    case PacketType.CLOSE_RSP: {
+      const e = Buffer.byteLength(packet.error);
+      if (w) {
+        w.stringField(0x0a, packet.error, e);
+        w.int64Field(0x10, packet.connectId);
+      }
+      return lenFieldSize(e) + int64FieldSize(packet.connectId);
+    }
+    case PacketType.DATA: {
+      const e = packet.error.length === 0 ? 0 : Buffer.byteLength(packet.error);
+      if (w) {
+        w.int64Field(0x08, packet.connectId);
+        w.stringField(0x12, packet.error, e);
+        w.bytesField(0x1a, packet.data);
+      }
+      return int64FieldSize(packet.connectId) + lenFieldSize(e) + lenFieldSize(packet.data.byteLength);
+    }
+    case PacketType.DIAL_CLS:
+      w?.int64Field(0x08, packet.random);
+      return int64FieldSize(packet.random);
+    case PacketType.DRAIN:
+      return 0;
+  }
+}
+
+/** Encodes a packet into a freshly allocated buffer of exactly the right size. */
+export function encodePacket(packet: Packet): Buffer {
+  if (packet.type === "unknown") {
+    throw new ProtocolError(`cannot encode packet of unknown type ${packet.rawType}`);
+  }
+  const bodySize = encodeBody(packet, null);
+  const typeSize = packet.type === 0 ? 0 : 2; // tag + one-byte enum value; DIAL_REQ is the default
+  const payloadTag = (PAYLOAD_FIELD[packet.type]! << 3) | WIRE_LEN;
+  const buf = Buffer.allocUnsafe(typeSize + 1 + varintSize(bodySize) + bodySize);
+  const w = new Writer(buf);
+  if (typeSize !== 0) {
+    buf[w.pos++] = 0x08;
+    buf[w.pos++] = packet.type;
+  }
+  buf[w.pos++] = payloadTag;
+  w.varint(bodySize);
+  encodeBody(packet, w);
+  return buf;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+
+class Reader {
+  constructor(
+    readonly buf: Buffer,
+    public pos: number,
+    readonly end: number,
+  ) {}
+
+  /** A varint that must fit in 32 bits unsigned: tags and lengths. */
+  uint32(): number {
+    let result = 0;
+    let shift = 0;
+    for (;;) {
+      if (this.pos >= this.end) throw new ProtocolError("truncated varint");
+      const b = this.buf[this.pos++]!;
+      if (shift === 28 && b > 0x0f) throw new ProtocolError("varint overflows 32 bits");
+      result += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) return result;
+      shift += 7;
+    }
+  }
+
+  int64(): bigint {
+    let lo = 0; // low 28 bits, accumulated as a safe integer
+    let shift = 0;
+    for (;;) {
+      if (this.pos >= this.end) throw new ProtocolError("truncated varint");
+      const b = this.buf[this.pos++]!;
+      lo += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) return BigInt(lo);
+      shift += 7;
+      if (shift === 49) return this.int64Slow(lo);
+    }
+  }
+
+  private int64Slow(low49: number): bigint {
+    // Past 49 bits a double can no longer hold the value exactly; finish in bigint.
+    let v = BigInt(low49);
+    let shift = 49n;
+    for (let i = 0; i < 3; i++) {
+      if (this.pos >= this.end) throw new ProtocolError("truncated varint");
+      const b = this.buf[this.pos++]!;
+      v |= BigInt(b & 0x7f) << shift;
+      if (b < 0x80) return BigInt.asIntN(64, v);
+      shift += 7n;
+    }
+    throw new ProtocolError("varint longer than ten bytes");
+  }
+
+  lengthDelimited(): [start: number, end: number] {
+    const len = this.uint32();
+    const start = this.pos;
+    if (len > this.end - start) throw new ProtocolError("length-delimited field overruns message");
+    this.pos = start + len;
+    return [start, start + len];
+  }
+
+  string(): string {
+    const [start, end] = this.lengthDelimited();
+    return this.buf.toString("utf8", start, end);
+  }
+
+  skip(wireType: number): void {
+    switch (wireType) {
+      case WIRE_VARINT:
+        this.int64();
+        return;
+      case WIRE_FIXED64:
+        this.advance(8);
+        return;
+      case WIRE_LEN:
+        this.lengthDelimited();
+        return;
+      case WIRE_FIXED32:
+        this.advance(4);
+        return;
+      default:
+        throw new ProtocolError(`unsupported wire type ${wireType}`);
+    }
+  }
+
+  private advance(n: number): void {
+    if (n > this.end - this.pos) throw new ProtocolError("truncated fixed-width field");
+    this.pos += n;
+  }
+}
+
+function expectWireType(actual: number, expected: number, field: string): void {
+  if (actual !== expected) throw new ProtocolError(`field ${field} has wire type ${actual}`);
+}
+
+function decodeBody(type: PacketType, r: Reader): Packet {
+  // Fields not set on the wire keep their proto3 defaults.
+  let s1 = "";
+  let s2 = "";
+  let i1 = 0n;
+  let i2 = 0n;
+  let i3 = 0n;
+  let bytes: Uint8Array = EMPTY;
+  // Field layout per message (see konnectivity.proto): which field number carries what.
+  while (r.pos < r.end) {
+    const tag = r.uint32();
+    const field = tag >>> 3;
+    const wire = tag & 7;
+    switch (field > 3 ? 0 : type === PacketType.DATA ? field + 10 : field) {
+      case 1:
+        if (type === PacketType.CLOSE_REQ || type === PacketType.DIAL_CLS) {
+          expectWireType(wire, WIRE_VARINT, "1");
+          i1 = r.int64();
+        } else if (type === PacketType.DRAIN) {
+          r.skip(wire);
+        } else {
+          expectWireType(wire, WIRE_LEN, "1");
+          s1 = r.string();
+        }
+        break;
+      case 2:
+        if (type === PacketType.DIAL_REQ) {
+          expectWireType(wire, WIRE_LEN, "2");
+          s2 = r.string();
+        } else if (type === PacketType.DIAL_RSP || type === PacketType.CLOSE_RSP) {
+          expectWireType(wire, WIRE_VARINT, "2");
+          i2 = r.int64();
+        } else {
+          r.skip(wire);
+        }
+        break;
+      case 3:
+        if (type === PacketType.DIAL_REQ || type === PacketType.DIAL_RSP) {
+          expectWireType(wire, WIRE_VARINT, "3");
+          i3 = r.int64();
+        } else {
+          r.skip(wire);
+        }
+        break;
+      // Data{connectID=1 int64, error=2 string, data=3 bytes}: offset by 10 to keep one switch.
+      case 11:
+        expectWireType(wire, WIRE_VARINT, "connectID");
+        i1 = r.int64();
+        break;
+      case 12:
+        expectWireType(wire, WIRE_LEN, "error");
+        s2 = r.string();
+        break;
+      case 13: {
+        expectWireType(wire, WIRE_LEN, "data");
+        const [start, end] = r.lengthDelimited();
+        bytes = r.buf.subarray(start, end);
+        break;
+      }
+      default:
+        r.skip(wire);
+    }
+  }
+  switch (type) {
+    case PacketType.DIAL_REQ:
+      return { type, protocol: s1, address: s2, random: i3 };
+    case PacketType.DIAL_RSP:
+      return { type, error: s1, connectId: i2, random: i3 };
+    case PacketType.CLOSE_REQ:
+      return { type, connectId: i1 };
+    case PacketType.CLOSE_RSP:
+      return { type, error: s1, connectId: i2 };
+    case PacketType.DATA:
+      return { type, connectId: i1, error: s2, data: bytes };
+    case PacketType.DIAL_CLS:
+      return { type, random: i1 };
+    case PacketType.DRAIN:
+      return { type };
+  }
+}
+
+const EMPTY = new Uint8Array(0);
+
+/**
+ * Decodes one serialized Packet. Throws ProtocolError on malformed protobuf or on a payload that
+ * contradicts the packet type; returns an `unknown` packet for types newer than this build.
+ */
+export function decodePacket(buf: Buffer): Packet {
+  const r = new Reader(buf, 0, buf.length);
+  let rawType = 0;
+  let payloadField = 0;
+  let payloadStart = 0;
+  let payloadEnd = 0;
+  while (r.pos < r.end) {
+    const tag = r.uint32();
+    const field = tag >>> 3;
+    const wire = tag & 7;
+    if (field === 1) {
+      expectWireType(wire, WIRE_VARINT, "type");
+      // Enums are int32 on the wire; a negative value arrives as a ten-byte varint.
+      rawType = Number(BigInt.asIntN(32, r.int64()));
+    } else if (field >= 2 && field <= 8) {
+      expectWireType(wire, WIRE_LEN, `payload ${field}`);
+      // Last oneof member on the wire wins, as in every protobuf implementation.
+      [payloadStart, payloadEnd] = r.lengthDelimited();
+      payloadField = field;
+    } else {
+      r.skip(wire);
+    }
+  }
+  if (rawType < 0 || rawType >= PAYLOAD_FIELD.length) return { type: "unknown", rawType };
+  const type = rawType as PacketType;
+  if (payloadField !== 0 && payloadField !== PAYLOAD_FIELD[type]) {
+    throw new ProtocolError(`packet of type ${type} carries payload field ${payloadField}`);
+  }
+  return decodeBody(type, new Reader(buf, payloadStart, payloadEnd));
+}

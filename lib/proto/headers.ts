@@ -1,0 +1,63 @@
+/**
+ * gRPC metadata names of the Konnectivity protocol and the agent-identifier format. Names are
+ * upstream's; gRPC metadata keys are case-insensitive on the wire and lower-cased by grpc-js.
+ */
+
+export const Header = {
+  /** Sent by the agent: its unique ID; exactly one value. */
+  agentId: "agentid",
+  /** Sent by the agent: URL-query-encoded identifiers (host, ipv4, ipv6, cidr, default-route). */
+  agentIdentifiers: "agentidentifiers",
+  /** `Bearer <token>` when token authentication is used. */
+  authorization: "authorization",
+  /** Sent by the server in the response headers: its ID. */
+  serverId: "serverid",
+  /** Sent by the server in the response headers: how many servers the agent should connect to. */
+  serverCount: "servercount",
+} as const;
+
+export const BEARER_PREFIX = "Bearer ";
+
+export interface AgentIdentifiers {
+  host: string[];
+  ipv4: string[];
+  ipv6: string[];
+  cidr: string[];
+  defaultRoute: boolean;
+}
+
+export const emptyIdentifiers = (): AgentIdentifiers => ({
+  host: [],
+  ipv4: [],
+  ipv6: [],
+  cidr: [],
+  defaultRoute: false,
+});
+
+/**
+ * Parses `host=a&ipv4=1.2.3.4&default-route=true`. Unknown keys are ignored, as upstream does,
+ * so that newer agents can add identifier types without breaking older servers.
+ */
+export function parseAgentIdentifiers(encoded: string): AgentIdentifiers {
+  const ids = emptyIdentifiers();
+  for (const [key, value] of new URLSearchParams(encoded)) {
+    switch (key) {
+      case "host":
+        ids.host.push(value.toLowerCase());
+        break;
+      case "ipv4":
+        ids.ipv4.push(value);
+        break;
+      case "ipv6":
+        ids.ipv6.push(value);
+        break;
+      case "cidr":
+        ids.cidr.push(value);
+        break;
+      case "default-route":
+        ids.defaultRoute = ids.defaultRoute || value === "true" || value === "1";
+        break;
+    }
+  }
+  return ids;
+}

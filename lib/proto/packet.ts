@@ -1,0 +1,128 @@
+/**
+ * Tunnel packets as plain, typed values. The wire `Packet` carries a `type` and a `oneof`
+ * payload; we flatten the payload into the packet so a switch on `type` narrows to exactly the
+ * fields that packet has. int64 fields are bigint: upstream dial randoms use the full 63 bits.
+ */
+
+export const PacketType = {
+  DIAL_REQ: 0,
+  DIAL_RSP: 1,
+  CLOSE_REQ: 2,
+  CLOSE_RSP: 3,
+  DATA: 4,
+  DIAL_CLS: 5,
+  DRAIN: 6,
+} as const;
+export type PacketType = (typeof PacketType)[keyof typeof PacketType];
+
+export interface DialRequestPacket {
+  type: typeof PacketType.DIAL_REQ;
+  protocol: string;
+  address: string;
+  random: bigint;
+}
+
+export interface DialResponsePacket {
+  type: typeof PacketType.DIAL_RSP;
+  error: string;
+  connectId: bigint;
+  random: bigint;
+}
+
+export interface CloseRequestPacket {
+  type: typeof PacketType.CLOSE_REQ;
+  connectId: bigint;
+}
+
+export interface CloseResponsePacket {
+  type: typeof PacketType.CLOSE_RSP;
+  error: string;
+  connectId: bigint;
+}
+
+export interface DataPacket {
+  type: typeof PacketType.DATA;
+  connectId: bigint;
+  error: string;
+  /** A view into the received message buffer when decoded; never copied on the way in. */
+  data: Uint8Array;
+}
+
+export interface CloseDialPacket {
+  type: typeof PacketType.DIAL_CLS;
+  random: bigint;
+}
+
+export interface DrainPacket {
+  type: typeof PacketType.DRAIN;
+}
+
+/**
+ * A packet whose `type` this build does not know. Decoded rather than rejected so that a newer
+ * peer cannot crash an older one: handlers log it and carry on, as upstream does.
+ */
+export interface UnknownPacket {
+  type: "unknown";
+  rawType: number;
+}
+
+export type Packet =
+  | DialRequestPacket
+  | DialResponsePacket
+  | CloseRequestPacket
+  | CloseResponsePacket
+  | DataPacket
+  | CloseDialPacket
+  | DrainPacket
+  | UnknownPacket;
+
+const TYPE_NAMES: Record<number, string> = {
+  0: "DIAL_REQ",
+  1: "DIAL_RSP",
+  2: "CLOSE_REQ",
+  3: "CLOSE_RSP",
+  4: "DATA",
+  5: "DIAL_CLS",
+  6: "DRAIN",
+};
+
+/** Upstream's name for a packet type, as used in metric labels and logs. */
+export function packetTypeName(packet: Packet): string {
+  return packet.type === "unknown" ? "UNKNOWN" : (TYPE_NAMES[packet.type] ?? "UNKNOWN");
+}
+
+export const dialRequest = (address: string, random: bigint, protocol = "tcp"): DialRequestPacket => ({
+  type: PacketType.DIAL_REQ,
+  protocol,
+  address,
+  random,
+});
+
+export const dialResponse = (random: bigint, connectId: bigint, error = ""): DialResponsePacket => ({
+  type: PacketType.DIAL_RSP,
+  error,
+  connectId,
+  random,
+});
+
+export const closeRequest = (connectId: bigint): CloseRequestPacket => ({
+  type: PacketType.CLOSE_REQ,
+  connectId,
+});
+
+export const closeResponse = (connectId: bigint, error = ""): CloseResponsePacket => ({
+  type: PacketType.CLOSE_RSP,
+  error,
+  connectId,
+});
+
+export const dataPacket = (connectId: bigint, data: Uint8Array, error = ""): DataPacket => ({
+  type: PacketType.DATA,
+  connectId,
+  error,
+  data,
+});
+
+export const closeDial = (random: bigint): CloseDialPacket => ({ type: PacketType.DIAL_CLS, random });
+
+export const drain = (): DrainPacket => ({ type: PacketType.DRAIN });

@@ -1,0 +1,297 @@
+/**
+ * The server's side of one agent stream (AgentService.Connect).
+ *
+ * Owns every dial and connection that rides this stream. The agent assigns connectIDs; dial
+ * randoms towards the agent are assigned here, so callers' randoms never reach the agent and
+ * two callers can never collide. Invariants:
+ *  - a pending dial ends exactly once: answered, timed out, cancelled, or failed because the
+ *    agent went away (at once, not after a timeout);
+ *  - every established connection is in `conns` until the agent confirms its close, or the
+ *    stream ends; nothing is kept after the stream ends;
+ *  - data from the agent for a connection whose caller is backed up pauses reading this stream
+ *    (upstream protocol has no per-connection flow control); nothing is queued here.
+ */
+import { EventEmitter } from "node:events";
+import {
+  AgentGoneError,
+  DialFailedError,
+  DialTimeoutError,
+  type GatewayError,
+  ProtocolError,
+} from "../errors.js";
+import type { DialFailureReason, ServerMetrics } from "../metrics/server-metrics.js";
+import type { Logger } from "../observability/logger.js";
+import type { AgentIdentifiers } from "../proto/headers.js";
+import {
+  closeDial,
+  closeRequest,
+  dataPacket,
+  dialRequest,
+  type Packet,
+  PacketType,
+  packetTypeName,
+} from "../proto/packet.js";
+import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../tunnel/endpoints.js";
+import { PacketSink } from "../tunnel/packet-sink.js";
+import type { PacketStream } from "../tunnel/packet-stream.js";
+import { PauseLatch } from "../tunnel/pause-latch.js";
+import { CLOSE_ACK_TIMEOUT_MS } from "../tunnel/timeouts.js";
+
+export interface AgentInfo {
+  agentId: string;
+  identifiers: AgentIdentifiers;
+  tenant: string;
+  /** How the agent proved who it is, for logs and audit: "cert:CN" or "token". */
+  identity: string;
+}
+
+export interface AgentSessionOptions {
+  /** 0 disables the timeout. */
+  dialTimeoutMs: number;
+  log: Logger;
+  metrics: ServerMetrics;
+}
+
+interface PendingDial {
+  random: bigint;
+  frontend: FrontendEnd;
+  timer: NodeJS.Timeout | undefined;
+  startedAt: bigint;
+  address: string;
+}
+
+interface Connection {
+  connectId: bigint;
+  frontend: FrontendEnd;
+  /** Set once the caller closed; we are waiting for the agent's CLOSE_RSP. */
+  closing: NodeJS.Timeout | undefined;
+  establishedAt: number;
+}
+
+export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> {
+  draining = false;
+  private nextRandom = 1n;
+  private readonly pending = new Map<bigint, PendingDial>();
+  private readonly conns = new Map<bigint, Connection>();
+  private readonly sink: PacketSink;
+  private readonly readLatch: PauseLatch;
+  private ended: GatewayError | null = null;
+
+  constructor(
+    private readonly stream: PacketStream,
+    readonly info: AgentInfo,
+    private readonly opts: AgentSessionOptions,
+  ) {
+    super();
+    this.sink = new PacketSink(stream);
+    this.readLatch = new PauseLatch(stream);
+    stream.on("data", (packet: Packet) => this.onPacket(packet));
+    stream.on("error", (err: Error) => {
+      opts.log.debug({ err }, "agent stream error");
+    });
+    stream.once("end", () => {
+      // The agent half-closed: it is done with us. Finish our side too so the call completes.
+      this.shutdown();
+      if (!stream.writableEnded) stream.end();
+    });
+    stream.once("close", () => this.shutdown());
+  }
+
+  get isClosed(): boolean {
+    return this.ended !== null;
+  }
+
+  /** Number of dials in flight and connections open: what the agent is carrying for us. */
+  get load(): number {
+    return this.pending.size + this.conns.size;
+  }
+
+  dial(req: DialRequest, frontend: FrontendEnd): DialHandle {
+    if (this.ended) throw this.ended;
+    const random = this.nextRandom++;
+    const pending: PendingDial = {
+      random,
+      frontend,
+      timer: undefined,
+      startedAt: process.hrtime.bigint(),
+      address: req.address,
+    };
+    if (this.opts.dialTimeoutMs > 0) {
+      pending.timer = setTimeout(() => this.dialTimedOut(random), this.opts.dialTimeoutMs);
+    }
+    this.pending.set(random, pending);
+    this.opts.metrics.pendingDials.inc();
+    // A DIAL_REQ is tiny and must not wait behind a paused producer; backpressure on the agent
+    // stream is applied to the data producers instead.
+    this.send(dialRequest(req.address, random, req.protocol));
+    return { cancel: () => this.cancelDial(random) };
+  }
+
+  /** Ends the stream; every dial and connection fails with `err`. */
+  close(err: GatewayError = new AgentGoneError(this.info.agentId)): void {
+    this.shutdown(err);
+    this.stream.destroy();
+  }
+
+  private send(packet: Packet): boolean {
+    this.opts.metrics.streamPackets.inc({ segment: "to_agent", packet_type: packetTypeName(packet) });
+    return this.sink.send(packet);
+  }
+
+  private onPacket(packet: Packet): void {
+    this.opts.metrics.streamPackets.inc({ segment: "from_agent", packet_type: packetTypeName(packet) });
+    switch (packet.type) {
+      case PacketType.DIAL_RSP:
+        this.onDialResponse(packet.random, packet.connectId, packet.error);
+        return;
+      case PacketType.DATA:
+        this.onData(packet.connectId, packet.data);
+        return;
+      case PacketType.CLOSE_RSP:
+        this.onCloseResponse(packet.connectId, packet.error);
+        return;
+      case PacketType.DIAL_CLS:
+        // The agent gave up on a dial before answering it (upstream: backend closed early).
+        this.failPending(packet.random, new DialFailedError("agent closed the dial"), "backend_close");
+        return;
+      case PacketType.DRAIN:
+        if (!this.draining) this.opts.log.info("agent is draining; new dials prefer other agents");
+        this.draining = true;
+        return;
+      default:
+        // DIAL_REQ, CLOSE_REQ and unknown types are not valid from an agent. Upstream logs and
+        // carries on; so do we, since dropping the stream would hurt every connection on it.
+        this.opts.log.warn({ packetType: packetTypeName(packet) }, "ignoring unexpected packet from agent");
+    }
+  }
+
+  private onDialResponse(random: bigint, connectId: bigint, error: string): void {
+    const pending = this.pending.get(random);
+    if (!pending) {
+      this.opts.metrics.dialFailures.inc({ reason: "unrecognized_response" });
+      // Typically a dial we cancelled or timed out whose answer crossed our DIAL_CLS: close the
+      // orphan so it does not linger on the agent.
+      if (!error && connectId !== 0n) this.send(closeRequest(connectId));
+      return;
+    }
+    this.endPending(pending);
+    if (error) {
+      this.opts.metrics.dialFailures.inc({ reason: "error_response" });
+      pending.frontend.dialFailed(new DialFailedError(error));
+      return;
+    }
+    if (this.conns.has(connectId)) {
+      this.opts.metrics.dialFailures.inc({ reason: "error_response" });
+      pending.frontend.dialFailed(new ProtocolError(`agent reused connectID ${connectId}`));
+      return;
+    }
+    this.opts.metrics.dialDuration.observe(Number(process.hrtime.bigint() - pending.startedAt) / 1e9);
+    const conn: Connection = {
+      connectId,
+      frontend: pending.frontend,
+      closing: undefined,
+      establishedAt: Date.now(),
+    };
+    this.conns.set(connectId, conn);
+    this.opts.metrics.establishedConnections.inc();
+    pending.frontend.established(this.linkFor(conn));
+  }
+
+  private linkFor(conn: Connection): BackendLink {
+    return {
+      send: (data) => {
+        if (conn.closing || this.conns.get(conn.connectId) !== conn) return true; // dropped: gone
+        this.opts.metrics.tunnelBytes.inc({ direction: "to_agent" }, data.byteLength);
+        return this.send(dataPacket(conn.connectId, data));
+      },
+      onceWritable: (cb) => this.sink.onceWritable(cb),
+      close: () => this.closeFromFrontend(conn),
+    };
+  }
+
+  private onData(connectId: bigint, data: Uint8Array): void {
+    const conn = this.conns.get(connectId);
+    if (!conn) {
+      // Upstream answers data for an unknown connection with CLOSE_REQ so the agent cleans up.
+      this.send(closeRequest(connectId));
+      return;
+    }
+    if (conn.closing) return; // in flight when the caller closed; CLOSE_RSP is on its way
+    this.opts.metrics.tunnelBytes.inc({ direction: "to_client" }, data.byteLength);
+    if (!conn.frontend.deliver(data)) {
+      this.readLatch.block(conn);
+      conn.frontend.onceWritable(() => this.readLatch.unblock(conn));
+    }
+  }
+
+  private onCloseResponse(connectId: bigint, error: string): void {
+    const conn = this.conns.get(connectId);
+    if (!conn) return; // already forgotten (close-ack timeout); nothing to do
+    this.forget(conn);
+    if (!conn.closing) conn.frontend.closed(error ? new DialFailedError(error) : undefined);
+  }
+
+  private closeFromFrontend(conn: Connection): void {
+    if (conn.closing || this.conns.get(conn.connectId) !== conn) return;
+    this.readLatch.unblock(conn);
+    conn.closing = setTimeout(() => {
+      if (this.conns.get(conn.connectId) === conn) this.forget(conn);
+    }, CLOSE_ACK_TIMEOUT_MS);
+    conn.closing.unref();
+    this.send(closeRequest(conn.connectId));
+  }
+
+  private forget(conn: Connection): void {
+    this.conns.delete(conn.connectId);
+    if (conn.closing) clearTimeout(conn.closing);
+    this.readLatch.unblock(conn);
+    this.opts.metrics.establishedConnections.dec();
+    this.opts.metrics.connectionDuration.observe((Date.now() - conn.establishedAt) / 1000);
+  }
+
+  private cancelDial(random: bigint): void {
+    const pending = this.pending.get(random);
+    if (!pending) return;
+    this.endPending(pending);
+    this.opts.metrics.dialFailures.inc({ reason: "frontend_close" });
+    this.send(closeDial(random));
+  }
+
+  private dialTimedOut(random: bigint): void {
+    const pending = this.pending.get(random);
+    if (!pending) return;
+    this.opts.log.info({ address: pending.address, timeoutMs: this.opts.dialTimeoutMs }, "dial timed out");
+    this.send(closeDial(random));
+    this.failPending(random, new DialTimeoutError(this.opts.dialTimeoutMs), "backend_dial_timeout");
+  }
+
+  private failPending(random: bigint, err: GatewayError, reason: DialFailureReason): void {
+    const pending = this.pending.get(random);
+    if (!pending) return;
+    this.endPending(pending);
+    this.opts.metrics.dialFailures.inc({ reason });
+    pending.frontend.dialFailed(err);
+  }
+
+  private endPending(pending: PendingDial): void {
+    this.pending.delete(pending.random);
+    if (pending.timer) clearTimeout(pending.timer);
+    this.opts.metrics.pendingDials.dec();
+  }
+
+  private shutdown(err: GatewayError = new AgentGoneError(this.info.agentId)): void {
+    if (this.ended) return;
+    this.ended = err;
+    // Fail everything at once: callers learn immediately instead of waiting for timeouts.
+    for (const pending of [...this.pending.values()]) {
+      this.endPending(pending);
+      this.opts.metrics.dialFailures.inc({ reason: "backend_close" });
+      pending.frontend.dialFailed(err);
+    }
+    for (const conn of [...this.conns.values()]) {
+      this.forget(conn);
+      if (!conn.closing) conn.frontend.closed(err);
+    }
+    this.emit("closed", err);
+  }
+}

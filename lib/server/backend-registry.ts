@@ -1,0 +1,61 @@
+/**
+ * The agents connected to this instance, by tenant. In single-tenant mode every agent is tenant
+ * "default". The fleet registry (DynamoDB) will sit beside this one and answer the question this
+ * one cannot: which other instance holds a tenant's agents.
+ */
+import { EventEmitter } from "node:events";
+import { NoAgentError } from "../errors.js";
+import type { DialHandle, DialRequest, FrontendEnd } from "../tunnel/endpoints.js";
+import type { AgentSession } from "./agent-session.js";
+import type { AgentChooser } from "./proxy-strategies.js";
+
+export class BackendRegistry extends EventEmitter<{ changed: [tenant: string] }> {
+  private readonly byTenant = new Map<string, AgentSession[]>();
+
+  constructor(private readonly choose: AgentChooser) {
+    super();
+  }
+
+  add(session: AgentSession): void {
+    const tenant = session.info.tenant;
+    const list = this.byTenant.get(tenant) ?? [];
+    list.push(session);
+    this.byTenant.set(tenant, list);
+    session.once("closed", () => this.remove(session));
+    this.emit("changed", tenant);
+  }
+
+  private remove(session: AgentSession): void {
+    const tenant = session.info.tenant;
+    const list = this.byTenant.get(tenant);
+    if (!list) return;
+    const i = list.indexOf(session);
+    if (i === -1) return;
+    list.splice(i, 1);
+    if (list.length === 0) this.byTenant.delete(tenant);
+    this.emit("changed", tenant);
+  }
+
+  agents(tenant: string): readonly AgentSession[] {
+    return this.byTenant.get(tenant) ?? [];
+  }
+
+  /** Every connected agent session, all tenants. */
+  *all(): Iterable<AgentSession> {
+    for (const list of this.byTenant.values()) yield* list;
+  }
+
+  get size(): number {
+    let n = 0;
+    for (const list of this.byTenant.values()) n += list.length;
+    return n;
+  }
+
+  /** Sends the dial to an agent of `tenant`; throws NoAgentError when there is none. */
+  dial(tenant: string, req: DialRequest, frontend: FrontendEnd): DialHandle {
+    const agent = this.choose(this.agents(tenant), req);
+    if (!agent)
+      throw new NoAgentError(`no agent connected for ${tenant === "default" ? "this server" : tenant}`);
+    return agent.dial(req, frontend);
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * One HTTP CONNECT tunnel (kube-apiserver's `HTTPConnect` egress mode), after its request head
+ * has been parsed. Status codes follow upstream: 200 established, 502 dial refused, 503 no agent,
+ * 504 dial timeout (see httpStatusFor).
+ */
+import type { Socket } from "node:net";
+import { type GatewayError, httpStatusFor } from "../errors.js";
+import type { ServerMetrics } from "../metrics/server-metrics.js";
+import type { Logger } from "../observability/logger.js";
+import { formatConnectResponse } from "../transport/http-connect-parser.js";
+import type { BackendLink, DialHandle } from "../tunnel/endpoints.js";
+import type { Dialer } from "./grpc-frontend.js";
+
+/**
+ * Bytes a client may send after its CONNECT head but before the dial completes. kube-apiserver
+ * sends nothing until it sees 200; a TLS ClientHello from an eager client fits easily. Past it we
+ * stop reading the socket, so TCP pushes back instead of our memory growing.
+ */
+export const PRE_DIAL_BUFFER_BYTES = 64 * 1024;
+
+const ESTABLISHED = Buffer.from("HTTP/1.1 200 Connection established\r\n\r\n");
+
+export interface ConnectTunnelOptions {
+  socket: Socket;
+  address: string;
+  /** Bytes that followed the request head in the same read. */
+  rest: Buffer;
+  dialer: Dialer;
+  log: Logger;
+  metrics: ServerMetrics;
+}
+
+export function serveConnect(opts: ConnectTunnelOptions): void {
+  const { socket, log, metrics } = opts;
+  let early: Buffer[] = opts.rest.length > 0 ? [opts.rest] : [];
+  let earlyBytes = opts.rest.length;
+  let link: BackendLink | null = null;
+  let handle: DialHandle | null = null;
+  let finished = false;
+
+  metrics.httpConnections.inc();
+  const finish = () => {
+    if (finished) return;
+    finished = true;
+    metrics.httpConnections.dec();
+    if (link) link.close();
+    else handle?.cancel();
+  };
+
+  const onData = (chunk: Buffer) => {
+    if (link) {
+      if (!link.send(chunk)) {
+        socket.pause();
+        link.onceWritable(() => socket.resume());
+      }
+      return;
+    }
+    early.push(chunk);
+    earlyBytes += chunk.length;
+    if (earlyBytes >= PRE_DIAL_BUFFER_BYTES) socket.pause();
+  };
+
+  socket.on("data", onData);
+  // No half-close in the tunnel protocol: the client's FIN closes the whole connection, as upstream.
+  socket.on("end", () => {
+    finish();
+    socket.end();
+  });
+  socket.on("close", finish);
+  socket.on("error", (err) => log.debug({ err }, "CONNECT client socket error"));
+
+  const fail = (err: GatewayError) => {
+    if (finished) return;
+    log.info({ address: opts.address, err: err.message, code: err.code }, "CONNECT dial failed");
+    finished = true;
+    metrics.httpConnections.dec();
+    socket.end(formatConnectResponse(httpStatusFor(err), undefined, { "X-Kgw-Error-Code": err.code }));
+  };
+
+  try {
+    handle = opts.dialer(
+      { protocol: "tcp", address: opts.address },
+      {
+        established: (l) => {
+          if (finished) {
+            l.close();
+            return;
+          }
+          link = l;
+          socket.write(ESTABLISHED);
+          const pending = early;
+          early = [];
+          for (const chunk of pending) onData(chunk);
+          if (earlyBytes >= PRE_DIAL_BUFFER_BYTES) socket.resume();
+        },
+        dialFailed: fail,
+        deliver: (data) => socket.write(data),
+        onceWritable: (cb) => {
+          if (socket.writableNeedDrain) socket.once("drain", cb);
+          else queueMicrotask(cb);
+        },
+        closed: (err) => {
+          if (finished) return;
+          finished = true;
+          metrics.httpConnections.dec();
+          if (err) socket.destroy();
+          else socket.end();
+        },
+      },
+    );
+  } catch (err) {
+    fail(err as GatewayError);
+  }
+}

@@ -1,0 +1,281 @@
+/**
+ * One gateway instance: wires listeners, authentication, the agent registry and the frontends
+ * together. Everything here is composition; behaviour lives in the pieces it wires.
+ */
+
+import { readFileSync } from "node:fs";
+import type { AddressInfo, Server, Socket } from "node:net";
+import { createServer as createNetServer } from "node:net";
+import { createServer as createTlsServer } from "node:tls";
+import { type ConnectionInjector, Server as GrpcServer, ServerCredentials } from "@grpc/grpc-js";
+import type { ServerOptions } from "../config/server-options.js";
+import { ConfigError } from "../errors.js";
+import { ServerMetrics } from "../metrics/server-metrics.js";
+import type { Logger } from "../observability/logger.js";
+import { acceptFrontendConnection } from "../transport/frontend-connection.js";
+import { AGENT_SERVICE, PROXY_SERVICE } from "../transport/grpc-services.js";
+import { createEndpointServer } from "../transport/http-endpoints.js";
+import { closeServer, listenTcp, listenUnix } from "../transport/listen.js";
+import { SocketTracker } from "../transport/socket-tracker.js";
+import { serverTlsSettings } from "../transport/tls-files.js";
+import { DEFAULT_TENANT, hashToken, parseTokenFile, staticAgentAuthenticator } from "./agent-auth.js";
+import { createAgentConnectHandler } from "./agent-connect-handler.js";
+import { BackendRegistry } from "./backend-registry.js";
+import { serveConnect } from "./connect-frontend.js";
+import { type Dialer, GrpcFrontendSession } from "./grpc-frontend.js";
+import { chooserFor } from "./proxy-strategies.js";
+
+/** A TLS handshake slower than this is a broken or hostile client. */
+export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
+/** gRPC keepalive: how long to wait for a ping ack before declaring the peer dead. */
+export const KEEPALIVE_TIMEOUT_MS = 20_000;
+/** While shutting down, how often to check whether open tunnels have finished. */
+const DRAIN_POLL_MS = 100;
+
+export interface GatewayAddresses {
+  frontend: AddressInfo | null;
+  uds: string | null;
+  agent: AddressInfo;
+  admin: AddressInfo;
+  health: AddressInfo;
+}
+
+export interface GatewayDeps {
+  log: Logger;
+  metrics?: ServerMetrics;
+}
+
+function grpcServer(keepaliveMs: number): GrpcServer {
+  return new GrpcServer({
+    "grpc.keepalive_time_ms": keepaliveMs,
+    "grpc.keepalive_timeout_ms": KEEPALIVE_TIMEOUT_MS,
+    "grpc.max_receive_message_length": 16 * 1024 * 1024,
+  });
+}
+
+function loadTokenHashes(opts: ServerOptions): Buffer[] {
+  const tokens = [...opts.agent.tokens];
+  if (opts.agent.tokenFile) {
+    try {
+      tokens.push(...parseTokenFile(readFileSync(opts.agent.tokenFile, "utf8")));
+    } catch (err) {
+      throw new ConfigError(`--agent-token-file: ${(err as Error).message}`, { cause: err });
+    }
+    if (tokens.length === 0)
+      throw new ConfigError(`--agent-token-file ${opts.agent.tokenFile} has no tokens`);
+  }
+  return tokens.map(hashToken);
+}
+
+export class Gateway {
+  readonly metrics: ServerMetrics;
+  readonly registry: BackendRegistry;
+  private accepting = true;
+  private readonly frontendSessions = new Set<GrpcFrontendSession>();
+  private readonly sockets = new SocketTracker();
+  private readonly listeners: Server[] = [];
+  private readonly grpcServers: GrpcServer[] = [];
+  private readonly injectors: ConnectionInjector[] = [];
+  private closed: Promise<void> | null = null;
+  addresses!: GatewayAddresses;
+
+  private constructor(
+    private readonly opts: ServerOptions,
+    private readonly log: Logger,
+    metrics: ServerMetrics | undefined,
+  ) {
+    this.metrics = metrics ?? new ServerMetrics();
+    this.registry = new BackendRegistry(chooserFor(opts.proxyStrategies));
+  }
+
+  static async start(opts: ServerOptions, deps: GatewayDeps): Promise<Gateway> {
+    const gw = new Gateway(opts, deps.log, deps.metrics);
+    try {
+      await gw.listen();
+    } catch (err) {
+      await gw.close();
+      throw err;
+    }
+    deps.log.info({ serverId: opts.serverId, addresses: gw.addresses }, "gateway listening");
+    return gw;
+  }
+
+  /** Ready to serve dials: at least one agent connected, and not shutting down. */
+  get ready(): boolean {
+    return this.accepting && this.registry.size > 0;
+  }
+
+  /** Dials and connections currently carried, across all agents. */
+  get activeTunnels(): number {
+    let n = 0;
+    for (const s of this.registry.all()) n += s.load;
+    return n;
+  }
+
+  private async listen(): Promise<void> {
+    const { opts, log } = this;
+    const tokenHashes = loadTokenHashes(opts);
+
+    // Agents: TLS (optionally mTLS) and gRPC AgentService only.
+    const agentGrpc = grpcServer(opts.agent.keepaliveMs);
+    agentGrpc.addService(AGENT_SERVICE, {
+      connect: createAgentConnectHandler({
+        serverId: opts.serverId,
+        serverCount: opts.serverCount,
+        dialTimeoutMs: opts.backendDialTimeoutMs,
+        authenticate: staticAgentAuthenticator({ tokenHashes, acceptCertificates: opts.agent.tls.ca !== "" }),
+        registry: this.registry,
+        accepting: () => this.accepting,
+        log: log.child({ component: "agent-listener" }),
+        metrics: this.metrics,
+      }),
+    });
+    const agentInjector = this.inject(agentGrpc);
+    const agentServer = createTlsServer({
+      ...serverTlsSettings(opts.agent.tls, opts.tlsMinVersion, false, "cluster"),
+      ALPNProtocols: ["h2"],
+      handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS,
+    });
+    agentServer.on("secureConnection", (socket) => agentInjector.injectConnection(socket));
+    this.track(agentServer, "agent");
+
+    // Frontend: gRPC ProxyService and HTTP CONNECT on the same listeners.
+    const frontendGrpc = grpcServer(opts.frontend.keepaliveMs);
+    const dialer: Dialer = (req, end) => this.registry.dial(DEFAULT_TENANT, req, end);
+    frontendGrpc.addService(PROXY_SERVICE, {
+      proxy: (call: ConstructorParameters<typeof GrpcFrontendSession>[0]) => {
+        const session = new GrpcFrontendSession(
+          call,
+          dialer,
+          log.child({ component: "frontend" }),
+          this.metrics,
+        );
+        this.frontendSessions.add(session);
+        this.metrics.grpcConnections.inc({ service_method: "Proxy" });
+        call.once("close", () => {
+          this.frontendSessions.delete(session);
+          this.metrics.grpcConnections.dec({ service_method: "Proxy" });
+        });
+      },
+    });
+    const frontendInjector = this.inject(frontendGrpc);
+    const connectionOptions = (listener: string) => ({
+      listener,
+      maxHeaderBytes: opts.frontend.maxHeaderBytes,
+      headerTimeoutMs: opts.frontend.headerTimeoutMs,
+      log: log.child({ component: "frontend", listener }),
+      metrics: this.metrics,
+      onGrpc: (c: Parameters<ConnectionInjector["injectConnection"]>[0]) =>
+        frontendInjector.injectConnection(c),
+      onConnect: (socket: Socket, request: { target: string }, rest: Buffer) => {
+        if (!this.accepting) {
+          socket.destroy();
+          return;
+        }
+        serveConnect({
+          socket,
+          address: request.target,
+          rest,
+          dialer,
+          log: log.child({ component: "connect" }),
+          metrics: this.metrics,
+        });
+      },
+    });
+
+    let frontendAddress: AddressInfo | null = null;
+    if (opts.frontend.port !== null) {
+      const tcpOptions = connectionOptions("tcp");
+      const frontendServer = opts.frontend.tls
+        ? createTlsServer({
+            ...serverTlsSettings(opts.frontend.tls, opts.tlsMinVersion, true, "server"),
+            ALPNProtocols: ["h2", "http/1.1"],
+            handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS,
+          }).on("secureConnection", (s) => acceptFrontendConnection(s, tcpOptions))
+        : createNetServer((s) => acceptFrontendConnection(s, tcpOptions));
+      this.track(frontendServer, "frontend");
+      frontendAddress = await listenTcp(frontendServer, opts.frontend.port, opts.frontend.host);
+    }
+    let udsPath: string | null = null;
+    if (opts.frontend.udsPath) {
+      const udsOptions = connectionOptions("uds");
+      const udsServer = createNetServer((s) => acceptFrontendConnection(s, udsOptions));
+      this.track(udsServer, "uds");
+      udsPath = await listenUnix(udsServer, opts.frontend.udsPath, opts.frontend.deleteExistingUds);
+    }
+
+    const health = createEndpointServer({
+      "/healthz": () => ({ status: 200, body: "ok\n" }),
+      "/readyz": () =>
+        this.ready
+          ? { status: 200, body: "ok\n" }
+          : { status: 503, body: this.accepting ? "no agent connected\n" : "shutting down\n" },
+    });
+    const admin = createEndpointServer({
+      "/metrics": async () => ({
+        status: 200,
+        body: await this.metrics.registry.metrics(),
+        contentType: this.metrics.registry.contentType,
+      }),
+    });
+    this.track(health, "health");
+    this.track(admin, "admin");
+
+    this.addresses = {
+      frontend: frontendAddress,
+      uds: udsPath,
+      agent: await listenTcp(agentServer, opts.agent.port, opts.agent.host),
+      health: await listenTcp(health, opts.health.port, opts.health.host),
+      admin: await listenTcp(admin, opts.admin.port, opts.admin.host),
+    };
+  }
+
+  private inject(server: GrpcServer): ConnectionInjector {
+    this.grpcServers.push(server);
+    const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
+    this.injectors.push(injector);
+    return injector;
+  }
+
+  private track(server: Server, name: string): void {
+    this.listeners.push(server);
+    server.on("connection", (socket: Socket) => this.sockets.add(socket));
+    server.on("tlsClientError", (err: Error) => {
+      this.metrics.rejectedConnections.inc({ listener: name, reason: "tls" });
+      this.log.debug({ listener: name, err: err.message }, "TLS handshake failed");
+    });
+  }
+
+  /**
+   * Graceful stop: refuse new work, let open tunnels finish within --graceful-shutdown-timeout,
+   * then close everything. Agents see their stream end and reconnect to another instance.
+   */
+  async shutdown(): Promise<void> {
+    if (this.accepting) {
+      this.accepting = false;
+      this.log.info({ activeTunnels: this.activeTunnels }, "shutting down: waiting for open tunnels");
+      for (const l of this.listeners) if (l.listening) l.close();
+      for (const i of this.injectors) i.drain(this.opts.gracefulShutdownMs);
+      const deadline = Date.now() + this.opts.gracefulShutdownMs;
+      while (this.activeTunnels > 0 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
+      }
+    }
+    await this.close();
+  }
+
+  /** Immediate stop: every tunnel, stream and socket is closed. Idempotent. */
+  close(): Promise<void> {
+    this.closed ??= (async () => {
+      this.accepting = false;
+      for (const session of [...this.registry.all()]) session.close();
+      for (const session of this.frontendSessions) session.abort();
+      for (const i of this.injectors) i.destroy();
+      for (const g of this.grpcServers) g.forceShutdown();
+      this.sockets.destroyAll();
+      await Promise.all(this.listeners.map(closeServer));
+      this.log.info("gateway stopped");
+    })();
+    return this.closed;
+  }
+}

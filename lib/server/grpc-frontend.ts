@@ -1,0 +1,172 @@
+/**
+ * One ProxyService.Proxy stream from a caller (kube-apiserver via konnectivity-client).
+ *
+ * The caller's randoms and connectIDs are scoped to this stream: we answer DIAL_REQ with a
+ * connectID we assign here, so a caller can only ever address its own connections, and several
+ * dials on one stream (allowed by the protocol) may go to different agents without clashing.
+ */
+
+import type { GatewayError } from "../errors.js";
+import { DialCancelledError } from "../errors.js";
+import type { ServerMetrics } from "../metrics/server-metrics.js";
+import type { Logger } from "../observability/logger.js";
+import {
+  closeResponse,
+  dataPacket,
+  dialResponse,
+  type Packet,
+  PacketType,
+  packetTypeName,
+} from "../proto/packet.js";
+import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../tunnel/endpoints.js";
+import { PacketSink } from "../tunnel/packet-sink.js";
+import type { PacketStream } from "../tunnel/packet-stream.js";
+import { PauseLatch } from "../tunnel/pause-latch.js";
+
+/** How a frontend reaches agents: the registry, later wrapped by tenancy and fleet routing. */
+export type Dialer = (req: DialRequest, frontend: FrontendEnd) => DialHandle;
+
+interface StreamConnection {
+  /** Our connectID towards the caller; 0n while the dial is pending. */
+  connectId: bigint;
+  random: bigint;
+  handle: DialHandle | null;
+  link: BackendLink | null;
+}
+
+export class GrpcFrontendSession {
+  private nextConnectId = 1n;
+  private readonly dials = new Map<bigint, StreamConnection>();
+  private readonly conns = new Map<bigint, StreamConnection>();
+  private readonly sink: PacketSink;
+  private readonly readLatch: PauseLatch;
+  private done = false;
+
+  constructor(
+    private readonly stream: PacketStream,
+    private readonly dialer: Dialer,
+    private readonly log: Logger,
+    private readonly metrics: ServerMetrics,
+  ) {
+    this.sink = new PacketSink(stream);
+    this.readLatch = new PauseLatch(stream);
+    stream.on("data", (packet: Packet) => this.onPacket(packet));
+    stream.on("error", (err: Error) => log.debug({ err }, "frontend stream error"));
+    stream.once("end", () => this.finish(true));
+    stream.once("close", () => this.finish(false));
+  }
+
+  private send(packet: Packet): boolean {
+    this.metrics.streamPackets.inc({ segment: "to_client", packet_type: packetTypeName(packet) });
+    return this.sink.send(packet);
+  }
+
+  private onPacket(packet: Packet): void {
+    this.metrics.streamPackets.inc({ segment: "from_client", packet_type: packetTypeName(packet) });
+    switch (packet.type) {
+      case PacketType.DIAL_REQ:
+        this.onDial(packet.random, { protocol: packet.protocol || "tcp", address: packet.address });
+        return;
+      case PacketType.DATA: {
+        const conn = this.conns.get(packet.connectId);
+        if (!conn?.link) {
+          this.send(closeResponse(packet.connectId, `unknown connectID ${packet.connectId}`));
+          return;
+        }
+        if (!conn.link.send(packet.data)) {
+          this.readLatch.block(conn);
+          conn.link.onceWritable(() => this.readLatch.unblock(conn));
+        }
+        return;
+      }
+      case PacketType.CLOSE_REQ: {
+        const conn = this.conns.get(packet.connectId);
+        if (!conn?.link) {
+          this.send(closeResponse(packet.connectId, `unknown connectID ${packet.connectId}`));
+          return;
+        }
+        this.drop(conn);
+        conn.link.close();
+        this.send(closeResponse(packet.connectId));
+        return;
+      }
+      case PacketType.DIAL_CLS: {
+        const conn = this.dials.get(packet.random);
+        if (!conn) return;
+        this.dials.delete(packet.random);
+        conn.handle?.cancel();
+        return;
+      }
+      default:
+        this.log.warn({ packetType: packetTypeName(packet) }, "ignoring unexpected packet from frontend");
+    }
+  }
+
+  private onDial(random: bigint, req: DialRequest): void {
+    if (this.dials.has(random)) {
+      this.send(dialResponse(random, 0n, "duplicate dial random on this stream"));
+      return;
+    }
+    const conn: StreamConnection = { connectId: 0n, random, handle: null, link: null };
+    this.dials.set(random, conn);
+    try {
+      conn.handle = this.dialer(req, this.frontendEnd(conn));
+    } catch (err) {
+      this.dialFailed(conn, err as GatewayError);
+    }
+  }
+
+  private dialFailed(conn: StreamConnection, err: GatewayError): void {
+    if (this.dials.get(conn.random) !== conn) return;
+    this.dials.delete(conn.random);
+    this.log.info({ err: err.message, code: err.code }, "dial failed");
+    this.send(dialResponse(conn.random, 0n, err.message));
+  }
+
+  private frontendEnd(conn: StreamConnection): FrontendEnd {
+    return {
+      established: (link) => {
+        if (this.dials.get(conn.random) !== conn || this.done) {
+          link.close(); // the caller cancelled while the answer was in flight
+          return;
+        }
+        this.dials.delete(conn.random);
+        conn.connectId = this.nextConnectId++;
+        conn.link = link;
+        this.conns.set(conn.connectId, conn);
+        this.send(dialResponse(conn.random, conn.connectId));
+      },
+      dialFailed: (err) => this.dialFailed(conn, err),
+      deliver: (data) => this.send(dataPacket(conn.connectId, data)),
+      onceWritable: (cb) => this.sink.onceWritable(cb),
+      closed: (err) => {
+        if (this.conns.get(conn.connectId) !== conn) return;
+        this.drop(conn);
+        this.send(closeResponse(conn.connectId, err?.message ?? ""));
+      },
+    };
+  }
+
+  private drop(conn: StreamConnection): void {
+    this.conns.delete(conn.connectId);
+    this.readLatch.unblock(conn);
+  }
+
+  /** The caller ended the stream (`graceful`) or it broke: release everything it held. */
+  private finish(graceful: boolean): void {
+    if (this.done) return;
+    this.done = true;
+    for (const conn of this.dials.values()) conn.handle?.cancel();
+    this.dials.clear();
+    for (const conn of this.conns.values()) conn.link?.close();
+    this.conns.clear();
+    if (graceful && !this.stream.writableEnded) this.stream.end();
+  }
+
+  /** Closes the stream from our side (shutdown). */
+  abort(reason: GatewayError = new DialCancelledError("server shutting down")): void {
+    this.log.debug({ reason: reason.message }, "closing frontend stream");
+    this.finish(false);
+    this.stream.destroy();
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * First contact with a frontend connection: decide gRPC or HTTP CONNECT, parse the CONNECT head
+ * within size and time limits, and hand the connection to the right handler. Anything else gets
+ * a clear HTTP error and is closed; only that connection is affected.
+ */
+import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
+import type { TLSSocket } from "node:tls";
+import { type GatewayError, HeadersTimeoutError, httpStatusFor } from "../errors.js";
+import type { ServerMetrics } from "../metrics/server-metrics.js";
+import type { Logger } from "../observability/logger.js";
+import { ConnectHeadParser, type ConnectRequest, formatConnectResponse } from "./http-connect-parser.js";
+import { PrefixedDuplex } from "./prefixed-duplex.js";
+import { sniffProtocol } from "./protocol-sniffer.js";
+
+/** Upper bound on header fields in a CONNECT head; kube-apiserver sends two or three. */
+export const MAX_CONNECT_HEADERS = 64;
+
+export interface FrontendConnectionOptions {
+  listener: string;
+  maxHeaderBytes: number;
+  headerTimeoutMs: number;
+  log: Logger;
+  metrics: ServerMetrics;
+  onGrpc(connection: Duplex): void;
+  onConnect(socket: Socket, request: ConnectRequest, rest: Buffer): void;
+}
+
+export function acceptFrontendConnection(socket: Socket | TLSSocket, opts: FrontendConnectionOptions): void {
+  if ("alpnProtocol" in socket && socket.alpnProtocol === "h2") {
+    opts.onGrpc(socket);
+    return;
+  }
+  const parser = new ConnectHeadParser({
+    maxHeaderBytes: opts.maxHeaderBytes,
+    maxHeaders: MAX_CONNECT_HEADERS,
+  });
+  let head: Buffer = Buffer.alloc(0);
+  let sniffing = true;
+
+  const cleanup = () => {
+    clearTimeout(timer);
+    socket.off("data", onData);
+    socket.off("close", cleanup);
+  };
+  const reject = (err: GatewayError, reason: string) => {
+    cleanup();
+    opts.metrics.rejectedConnections.inc({ listener: opts.listener, reason });
+    opts.log.info(
+      { listener: opts.listener, code: err.code, err: err.message },
+      "rejected frontend connection",
+    );
+    socket.on("error", () => {}); // the peer may already be gone; nothing more to tell it
+    socket.end(formatConnectResponse(httpStatusFor(err)));
+    // A client that ignores our answer must not hold the socket open.
+    socket.destroySoon();
+  };
+  const timer = setTimeout(
+    () => reject(new HeadersTimeoutError(opts.headerTimeoutMs), "header_timeout"),
+    opts.headerTimeoutMs,
+  );
+
+  function onData(chunk: Buffer): void {
+    if (sniffing) {
+      head = head.length === 0 ? chunk : Buffer.concat([head, chunk]);
+      const kind = sniffProtocol(head);
+      if (kind === "need-more") return;
+      sniffing = false;
+      if (kind === "h2") {
+        cleanup();
+        socket.pause();
+        opts.onGrpc(new PrefixedDuplex(socket, head));
+        return;
+      }
+      chunk = head;
+    }
+    let result: ReturnType<ConnectHeadParser["push"]>;
+    try {
+      result = parser.push(chunk);
+    } catch (err) {
+      reject(err as GatewayError, (err as GatewayError).code ?? "bad_request");
+      return;
+    }
+    if (result.kind === "incomplete") return;
+    cleanup();
+    opts.onConnect(socket, result.request, result.rest);
+  }
+
+  socket.on("data", onData);
+  socket.on("close", cleanup);
+  socket.on("error", (err) => opts.log.debug({ err, listener: opts.listener }, "frontend socket error"));
+}

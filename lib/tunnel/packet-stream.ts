@@ -1,0 +1,20 @@
+import type { Packet } from "../proto/packet.js";
+
+/**
+ * What the tunnel core needs from a bidirectional packet stream: grpc-js server and client
+ * duplex calls satisfy it, and so does an object-mode PassThrough pair in tests.
+ */
+export interface PacketStream {
+  write(packet: Packet): boolean;
+  end(): unknown;
+  destroy(err?: Error): unknown;
+  pause(): unknown;
+  resume(): unknown;
+  readonly writableNeedDrain: boolean;
+  readonly writableEnded: boolean;
+  readonly destroyed: boolean;
+  on(event: "data", listener: (packet: Packet) => void): unknown;
+  on(event: "error", listener: (err: Error) => void): unknown;
+  on(event: "drain" | "end" | "close", listener: () => void): unknown;
+  once(event: "drain" | "end" | "close", listener: () => void): unknown;
+}

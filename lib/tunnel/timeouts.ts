@@ -1,0 +1,13 @@
+/**
+ * Named durations of the tunnel core. Each has a reason; flags override the ones operators tune.
+ */
+
+/**
+ * How long a connection closed by the caller stays known after CLOSE_REQ, waiting for the
+ * agent's CLOSE_RSP. Packets for it that are already in flight are dropped quietly instead of
+ * provoking another CLOSE_REQ each. Upstream's client waits the same 10s for CLOSE_RSP.
+ */
+export const CLOSE_ACK_TIMEOUT_MS = 10_000;
+
+/** Default time a dial may wait for DIAL_RSP; upstream's default is none, which hangs callers. */
+export const DEFAULT_DIAL_TIMEOUT_MS = 10_000;

@@ -1,0 +1,45 @@
+/**
+ * `kgw server`: parse options once, start a gateway, stop gracefully on SIGTERM/SIGINT
+ * (a second signal stops at once).
+ */
+import { parseServerOptions, serverHelp } from "../../lib/config/server-options.js";
+import { GatewayError } from "../../lib/errors.js";
+import { createLogger } from "../../lib/observability/logger.js";
+import { Gateway } from "../../lib/server/gateway.js";
+
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let parsed: ReturnType<typeof parseServerOptions>;
+  try {
+    parsed = parseServerOptions(argv, env);
+  } catch (err) {
+    process.stderr.write(`kgw server: ${(err as Error).message}\n`);
+    return 2;
+  }
+  if (parsed.help) {
+    process.stdout.write(serverHelp());
+    return 0;
+  }
+  const log = createLogger({ name: "kgw-server", level: parsed.options.logLevel });
+  let gateway: Gateway;
+  try {
+    gateway = await Gateway.start(parsed.options, { log });
+  } catch (err) {
+    process.stderr.write(`kgw server: ${err instanceof GatewayError ? err.message : String(err)}\n`);
+    return 1;
+  }
+  return new Promise((resolve) => {
+    let stopping = false;
+    const onSignal = (signal: string) => {
+      if (stopping) {
+        log.warn({ signal }, "second signal: stopping now");
+        void gateway.close().then(() => resolve(1));
+        return;
+      }
+      stopping = true;
+      log.info({ signal }, "signal received: graceful shutdown");
+      void gateway.shutdown().then(() => resolve(0));
+    };
+    process.on("SIGTERM", onSignal);
+    process.on("SIGINT", onSignal);
+  });
+}

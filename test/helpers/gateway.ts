@@ -1,0 +1,69 @@
+import { PassThrough } from "node:stream";
+import { parseServerOptions } from "../../lib/config/server-options.js";
+import { createLogger, type Logger } from "../../lib/observability/logger.js";
+import { Gateway } from "../../lib/server/gateway.js";
+import { getTestPki, type TestPki } from "./pki.js";
+
+export const AGENT_TOKEN = "test-agent-token-0123456789";
+
+export interface TestGateway {
+  gw: Gateway;
+  pki: TestPki;
+  /** host:port strings */
+  frontend: string;
+  agent: string;
+  health: string;
+  admin: string;
+  logs: string[];
+  log: Logger;
+}
+
+/** A logger whose JSON lines are kept for assertions (and never printed). */
+export function captureLogger(): { log: Logger; lines: string[] } {
+  const lines: string[] = [];
+  const sink = new PassThrough();
+  sink.on("data", (chunk: Buffer) => lines.push(...chunk.toString().split("\n").filter(Boolean)));
+  return { log: createLogger({ name: "test", level: "debug", destination: sink }), lines };
+}
+
+/**
+ * Starts a real gateway on loopback, every port 0, through the same option parser the CLI uses.
+ * `flags` are appended, so tests can override any default.
+ */
+export async function startTestGateway(flags: string[] = []): Promise<TestGateway> {
+  const pki = await getTestPki();
+  const f = pki.files;
+  const argv = [
+    "--server-port=0",
+    "--server-bind-address=127.0.0.1",
+    `--server-cert=${f.serverCert}`,
+    `--server-key=${f.serverKey}`,
+    `--server-ca-cert=${f.caCert}`,
+    "--agent-port=0",
+    "--agent-bind-address=127.0.0.1",
+    `--cluster-cert=${f.serverCert}`,
+    `--cluster-key=${f.serverKey}`,
+    `--cluster-ca-cert=${f.caCert}`,
+    `--agent-token=${AGENT_TOKEN}`,
+    "--admin-port=0",
+    "--health-port=0",
+    "--health-bind-address=127.0.0.1",
+    "--graceful-shutdown-timeout=2s",
+    ...flags,
+  ];
+  const parsed = parseServerOptions(argv, {});
+  if (parsed.help) throw new Error("unexpected help");
+  const { log, lines } = captureLogger();
+  const gw = await Gateway.start(parsed.options, { log });
+  const hp = (a: { port: number } | null) => (a ? `127.0.0.1:${a.port}` : "");
+  return {
+    gw,
+    pki,
+    frontend: hp(gw.addresses.frontend),
+    agent: hp(gw.addresses.agent),
+    health: hp(gw.addresses.health),
+    admin: hp(gw.addresses.admin),
+    logs: lines,
+    log,
+  };
+}
