@@ -67,7 +67,7 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
   private ended = false;
 
   constructor(
-    private readonly stream: PacketStream,
+    stream: PacketStream,
     private readonly opts: BackendDialerOptions,
   ) {
     super();

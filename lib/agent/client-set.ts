@@ -170,7 +170,10 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
       this.opts.metrics.serverConnectAttempts.inc({ outcome: "duplicate" });
       link.close("duplicate server");
       this.nextDelayMs = this.backoff.next();
-      this.opts.log.debug({ serverId: link.serverId, retryInMs: this.nextDelayMs }, "reached an already connected server");
+      this.opts.log.debug(
+        { serverId: link.serverId, retryInMs: this.nextDelayMs },
+        "reached an already connected server",
+      );
       return;
     }
     this.add(link);

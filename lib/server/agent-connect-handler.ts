@@ -12,8 +12,12 @@ import type { AgentAuthenticator } from "./agent-auth.js";
 import { AgentSession } from "./agent-session.js";
 import type { BackendRegistry } from "./backend-registry.js";
 
-/** Longer IDs are refused: they end up in logs, metrics and (later) registry keys. */
-export const MAX_AGENT_ID_LENGTH = 253;
+/**
+ * Agent IDs end up in logs, metrics and (later) registry keys, so they are restricted to what
+ * upstream deployments use (UUIDs, pod and node names). No commas: HTTP/2 joins repeated headers
+ * with ", ", and a joined pair of IDs must not pass as one.
+ */
+export const AGENT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,252}$/;
 
 export interface AgentConnectDeps {
   serverId: string;
@@ -40,9 +44,9 @@ export function createAgentConnectHandler(deps: AgentConnectDeps) {
     try {
       if (!deps.accepting()) throw new GatewayError("ERR_SHUTTING_DOWN", "server is shutting down");
       const agentId = single(call.metadata, Header.agentId);
-      if (!agentId || agentId.length > MAX_AGENT_ID_LENGTH) {
+      if (!agentId || !AGENT_ID_PATTERN.test(agentId)) {
         throw new ProtocolError(
-          `metadata must carry exactly one ${Header.agentId} of 1-${MAX_AGENT_ID_LENGTH} chars`,
+          `metadata must carry exactly one ${Header.agentId} matching ${AGENT_ID_PATTERN}`,
         );
       }
       const auth = call.metadata.get(Header.authorization);

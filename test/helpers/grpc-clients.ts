@@ -47,15 +47,33 @@ export class RawClient {
     return this.client.makeBidiStreamRequest("/AgentService/Connect", encodePacket, decodePacket, metadata);
   }
 
+  /** An agent stream that sends raw bytes, for packets our codec would refuse to encode. */
+  connectRaw(md: Record<string, string>): ClientDuplexStream<Buffer, Packet> {
+    const metadata = new Metadata();
+    for (const [k, v] of Object.entries(md)) metadata.add(k, v);
+    return this.client.makeBidiStreamRequest(
+      "/AgentService/Connect",
+      (b: Buffer) => b,
+      decodePacket,
+      metadata,
+    );
+  }
+
   close(): void {
     this.client.close();
   }
 }
 
-/** Resolves with the response headers of a call, or rejects with its error status. */
-export function responseHeaders(call: PacketCall): Promise<Metadata> {
+/**
+ * Resolves with the response headers of an accepted call, or rejects with its error status. A
+ * refused call also delivers (trailers-only) metadata, so acceptance waits for a header the
+ * server sends only on success when `requiredHeader` is given.
+ */
+export function responseHeaders(call: NodeJS.EventEmitter, requiredHeader = "serverid"): Promise<Metadata> {
   return new Promise((resolve, reject) => {
-    call.once("metadata", resolve);
     call.once("error", reject);
+    call.once("metadata", (md: Metadata) => {
+      if (md.get(requiredHeader).length > 0) resolve(md);
+    });
   });
 }

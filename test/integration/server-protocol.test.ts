@@ -120,3 +120,195 @@ describe("dial and data through a scripted agent", () => {
     await waitFor(() => t.gw.registry.size === 0);
   });
 });
+
+describe("dial failures reach the caller at once", () => {
+  it("answers DIAL_RSP with an error when no agent is connected", async () => {
+    const fe = frontend();
+    fe.call.write(dialRequest("10.0.0.1:80", 5n));
+    const rsp = await fe.packets.next(isType(PacketType.DIAL_RSP));
+    expect(rsp.random).toBe(5n);
+    expect(rsp.error).toMatch(/no agent/);
+    await endCall(fe.call);
+  });
+
+  it("passes the agent's dial error through", async () => {
+    const agent = await connectAgent("agent-refuse");
+    const fe = frontend();
+    fe.call.write(dialRequest("10.0.0.1:1", 6n));
+    const req = await agent.packets.next(isType(PacketType.DIAL_REQ));
+    agent.call.write(dialResponse(req.random, 0n, "dial tcp 10.0.0.1:1: connect: connection refused"));
+    const rsp = await fe.packets.next(isType(PacketType.DIAL_RSP));
+    expect(rsp.error).toContain("connection refused");
+    await endCall(fe.call);
+    await endCall(agent.call);
+    await waitFor(() => t.gw.registry.size === 0);
+  });
+
+  it("fails a pending dial as soon as its agent disconnects", async () => {
+    const agent = await connectAgent("agent-vanishes");
+    const fe = frontend();
+    fe.call.write(dialRequest("10.0.0.1:80", 8n));
+    await agent.packets.next(isType(PacketType.DIAL_REQ));
+    const started = Date.now();
+    await endCall(agent.call);
+    const rsp = await fe.packets.next(isType(PacketType.DIAL_RSP));
+    expect(rsp.error).toMatch(/disconnected/);
+    expect(Date.now() - started).toBeLessThan(1000);
+    await endCall(fe.call);
+  });
+
+  it("times out a dial the agent never answers and cancels it at the agent", async () => {
+    const agent = await connectAgent("agent-silent");
+    const fe = frontend();
+    fe.call.write(dialRequest("10.0.0.1:80", 9n));
+    const req = await agent.packets.next(isType(PacketType.DIAL_REQ));
+    const rsp = await fe.packets.next(isType(PacketType.DIAL_RSP), 5000);
+    expect(rsp.error).toMatch(/timed out/);
+    expect((await agent.packets.next(isType(PacketType.DIAL_CLS))).random).toBe(req.random);
+    // The answer arrives late: the orphan connection is closed at the agent, not leaked.
+    agent.call.write(dialResponse(req.random, 55n));
+    expect((await agent.packets.next(isType(PacketType.CLOSE_REQ))).connectId).toBe(55n);
+    await endCall(fe.call);
+    await endCall(agent.call);
+    await waitFor(() => t.gw.registry.size === 0);
+  });
+
+  it("forwards the caller's DIAL_CLS to the agent", async () => {
+    const agent = await connectAgent("agent-cls");
+    const fe = frontend();
+    fe.call.write(dialRequest("10.0.0.1:80", 10n));
+    const req = await agent.packets.next(isType(PacketType.DIAL_REQ));
+    fe.call.write(closeDial(10n));
+    expect((await agent.packets.next(isType(PacketType.DIAL_CLS))).random).toBe(req.random);
+    await expect(t.gw.metrics.pendingDials.get()).resolves.toMatchObject({ values: [{ value: 0 }] });
+    await endCall(fe.call);
+    await endCall(agent.call);
+    await waitFor(() => t.gw.registry.size === 0);
+  });
+
+  it("closes every connection of a lost agent towards its callers within a second", async () => {
+    const agent = await connectAgent("agent-lost");
+    const fe = frontend();
+    const ids: bigint[] = [];
+    for (let i = 1n; i <= 3n; i++) {
+      fe.call.write(dialRequest("10.0.0.1:80", i * 100n));
+      const req = await agent.packets.next(isType(PacketType.DIAL_REQ));
+      agent.call.write(dialResponse(req.random, i));
+      ids.push((await fe.packets.next(isType(PacketType.DIAL_RSP))).connectId);
+    }
+    const started = Date.now();
+    await endCall(agent.call);
+    for (const id of ids) {
+      const rsp = await fe.packets.next(
+        (p): p is Packet => p.type === PacketType.CLOSE_RSP && p.connectId === id,
+      );
+      expect(rsp).toMatchObject({ error: expect.stringMatching(/disconnected/) });
+    }
+    expect(Date.now() - started).toBeLessThan(1000);
+    await waitFor(() => t.gw.activeTunnels === 0);
+    await endCall(fe.call);
+  });
+});
+
+describe("bad input closes only what it must", () => {
+  it("answers DATA and CLOSE_REQ for an unknown connectID with CLOSE_RSP errors", async () => {
+    const fe = frontend();
+    fe.call.write(dataPacket(4242n, Buffer.from("x")));
+    expect(await fe.packets.next(isType(PacketType.CLOSE_RSP))).toEqual(
+      closeResponse(4242n, "unknown connectID 4242"),
+    );
+    fe.call.write(closeRequest(4243n));
+    expect((await fe.packets.next(isType(PacketType.CLOSE_RSP))).error).toMatch(/unknown connectID/);
+    await endCall(fe.call);
+  });
+
+  it("answers DATA from an agent for an unknown connection with CLOSE_REQ", async () => {
+    const agent = await connectAgent("agent-stray");
+    agent.call.write(dataPacket(31n, Buffer.from("stray")));
+    expect((await agent.packets.next(isType(PacketType.CLOSE_REQ))).connectId).toBe(31n);
+    await endCall(agent.call);
+    await waitFor(() => t.gw.registry.size === 0);
+  });
+
+  it("ignores unknown packet types from both sides and keeps serving", async () => {
+    const raw = client(t.agent, "none").connectRaw({
+      agentid: "agent-future",
+      authorization: `Bearer ${AGENT_TOKEN}`,
+    });
+    const agentPackets = new PacketQueue(raw);
+    await responseHeaders(raw);
+    await waitFor(() => t.gw.registry.size === 1);
+    raw.write(Buffer.from([0x08, 0x63])); // a packet of type 99, from a newer peer
+    const fe = frontend();
+    fe.call.write(dialRequest("10.0.0.1:80", 11n));
+    const req = await agentPackets.next(isType(PacketType.DIAL_REQ));
+    raw.write(encodePacket(dialResponse(req.random, 12n)));
+    expect((await fe.packets.next(isType(PacketType.DIAL_RSP))).error).toBe("");
+    expect(t.logs.some((l) => l.includes("ignoring unexpected packet from agent"))).toBe(true);
+    await endCall(fe.call);
+    await endCall(raw as unknown as PacketCall);
+    await waitFor(() => t.gw.registry.size === 0);
+  });
+
+  it("ends only the agent stream that sends a malformed packet", async () => {
+    const good = await connectAgent("agent-good");
+    const raw = client(t.agent, "none").connectRaw({
+      agentid: "agent-bad",
+      authorization: `Bearer ${AGENT_TOKEN}`,
+    });
+    await responseHeaders(raw);
+    await waitFor(() => t.gw.registry.size === 2);
+    raw.write(Buffer.from([0x22, 0x7f, 0x01])); // length runs past the message
+    await expect(new Promise((_r, reject) => raw.on("error", reject))).rejects.toMatchObject({
+      code: expect.any(Number),
+    });
+    await waitFor(() => t.gw.registry.size === 1);
+    const fe = frontend();
+    fe.call.write(dialRequest("10.0.0.1:80", 13n));
+    const req = await good.packets.next(isType(PacketType.DIAL_REQ));
+    good.call.write(dialResponse(req.random, 14n));
+    expect((await fe.packets.next(isType(PacketType.DIAL_RSP))).error).toBe("");
+    await endCall(fe.call);
+    await endCall(good.call);
+    await waitFor(() => t.gw.registry.size === 0);
+  });
+
+  it("refuses agents without credentials, with a wrong token, or without agentID", async () => {
+    const noAuth = client(t.agent, "none").connect({ agentid: "a" });
+    await expect(responseHeaders(noAuth)).rejects.toMatchObject({ code: status.UNAUTHENTICATED });
+    const badToken = client(t.agent, "none").connect({ agentid: "a", authorization: "Bearer nope" });
+    await expect(responseHeaders(badToken)).rejects.toMatchObject({ code: status.UNAUTHENTICATED });
+    const noId = client(t.agent, "none").connect({ authorization: `Bearer ${AGENT_TOKEN}` });
+    await expect(responseHeaders(noId)).rejects.toMatchObject({ code: status.INVALID_ARGUMENT });
+    const twoIds = client(t.agent, "none").connect({
+      agentid: ["a", "b"],
+      authorization: `Bearer ${AGENT_TOKEN}`,
+    });
+    await expect(responseHeaders(twoIds)).rejects.toMatchObject({ code: status.INVALID_ARGUMENT });
+    expect(t.gw.registry.size).toBe(0);
+    expect(t.logs.join("\n")).not.toContain("nope");
+  });
+
+  it("accepts an agent with a client certificate from the cluster CA, and not from another CA", async () => {
+    const ok = client(t.agent, "agent").connect({ agentid: "cert-agent" });
+    await expect(responseHeaders(ok)).resolves.toBeDefined();
+    await waitFor(() => t.gw.registry.size === 1);
+    await endCall(ok);
+    // The handshake succeeds (a token could still follow), but the certificate proves nothing.
+    const other = client(t.agent, "other").connect({ agentid: "cert-agent" });
+    await expect(responseHeaders(other)).rejects.toMatchObject({ code: status.UNAUTHENTICATED });
+    await waitFor(() => t.gw.registry.size === 0);
+  });
+
+  it("refuses frontends without a client certificate from the server CA", async () => {
+    const call = client(t.frontend, "none").proxy();
+    const packets = new PacketQueue(call);
+    call.write(dialRequest("10.0.0.1:80", 1n));
+    await expect(
+      new Promise((_resolve, reject) => {
+        call.on("error", reject);
+      }),
+    ).rejects.toMatchObject({ code: status.UNAVAILABLE });
+    expect(packets.pending).toHaveLength(0);
+  });
+});

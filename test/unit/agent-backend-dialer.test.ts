@@ -1,0 +1,327 @@
+import { once } from "node:events";
+import { type AddressInfo, createServer, type Server, Socket } from "node:net";
+import { Duplex } from "node:stream";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { BackendDialer, defaultSocketFactory, type SocketFactory } from "../../lib/agent/backend-dialer.js";
+import { ConnectIdAllocator } from "../../lib/agent/connect-ids.js";
+import { parseDialTarget } from "../../lib/agent/dial-target.js";
+import { AgentMetrics } from "../../lib/metrics/agent-metrics.js";
+import { silentLogger } from "../../lib/observability/logger.js";
+import {
+  type CloseResponsePacket,
+  closeDial,
+  closeRequest,
+  type DialResponsePacket,
+  dataPacket,
+  dialRequest,
+  type Packet,
+  PacketType,
+} from "../../lib/proto/packet.js";
+
+/** The server's end of an agent stream: what the agent writes lands in `sent`. */
+function fakeServerStream(opts: { holdWrites?: boolean } = {}) {
+  const sent: Packet[] = [];
+  const held: Array<() => void> = [];
+  const stream = new Duplex({
+    objectMode: true,
+    read() {},
+    write(chunk: Packet, _enc, cb) {
+      sent.push(chunk);
+      if (opts.holdWrites) held.push(cb);
+      else cb();
+    },
+  });
+  stream.on("error", () => {});
+  return {
+    stream,
+    sent,
+    deliver: (p: Packet) => stream.push(p),
+    end: () => stream.push(null),
+    releaseWrites: () => {
+      opts.holdWrites = false;
+      for (const cb of held.splice(0)) cb();
+    },
+  };
+}
+
+const dialResponses = (sent: Packet[]) =>
+  sent.filter((p): p is DialResponsePacket => p.type === PacketType.DIAL_RSP);
+const closeResponses = (sent: Packet[]) =>
+  sent.filter((p): p is CloseResponsePacket => p.type === PacketType.CLOSE_RSP);
+const dataFrom = (sent: Packet[], connectId: bigint) =>
+  Buffer.concat(
+    sent.flatMap((p) =>
+      p.type === PacketType.DATA && p.connectId === connectId ? [Buffer.from(p.data)] : [],
+    ),
+  );
+
+interface Backend {
+  server: Server;
+  port: number;
+  sockets: Socket[];
+}
+
+const toClose: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of toClose.splice(0).reverse()) await c();
+});
+
+/** A real TCP server on 127.0.0.1:0; `onConnection` decides what it does with each socket. */
+async function backend(onConnection: (s: Socket) => void = () => {}): Promise<Backend> {
+  const sockets: Socket[] = [];
+  const server = createServer((s) => {
+    sockets.push(s);
+    s.on("error", () => {});
+    onConnection(s);
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  toClose.push(async () => {
+    for (const s of sockets) s.destroy();
+    server.close();
+    await once(server, "close");
+  });
+  return { server, port: (server.address() as AddressInfo).port, sockets };
+}
+
+const connections = (server: Server) =>
+  new Promise<number>((resolve, reject) =>
+    server.getConnections((err, n) => (err ? reject(err) : resolve(n))),
+  );
+
+function setup(opts: { connectSocket?: SocketFactory; dialTimeoutMs?: number; holdWrites?: boolean } = {}) {
+  const fake = fakeServerStream({ holdWrites: opts.holdWrites });
+  const metrics = new AgentMetrics();
+  const agentSockets: Socket[] = [];
+  const factory = opts.connectSocket ?? defaultSocketFactory;
+  const dialer = new BackendDialer(fake.stream, {
+    dialTimeoutMs: opts.dialTimeoutMs ?? 5_000,
+    connectIds: new ConnectIdAllocator(),
+    connectSocket: (t) => {
+      const s = factory(t);
+      agentSockets.push(s);
+      return s;
+    },
+    log: silentLogger(),
+    metrics,
+  });
+  toClose.push(() => {
+    dialer.shutdown();
+  });
+  const gauge = async (name: "openEndpointConnections") => (await metrics[name].get()).values[0]?.value ?? 0;
+  return { ...fake, dialer, metrics, agentSockets, gauge };
+}
+
+/** Dials `port` and waits for the DIAL_RSP; returns its connectID. */
+async function dialOk(ctx: ReturnType<typeof setup>, port: number, random: bigint): Promise<bigint> {
+  ctx.deliver(dialRequest(`127.0.0.1:${port}`, random));
+  const rsp = await vi.waitFor(() => {
+    const r = dialResponses(ctx.sent).find((p) => p.random === random);
+    if (!r) throw new Error("no DIAL_RSP yet");
+    return r;
+  });
+  expect(rsp.error).toBe("");
+  return rsp.connectId;
+}
+
+describe("BackendDialer", () => {
+  it("dials a backend and answers DIAL_RSP with a fresh connectID", async () => {
+    const be = await backend();
+    const ctx = setup();
+    const first = await dialOk(ctx, be.port, 11n);
+    const second = await dialOk(ctx, be.port, 12n);
+    expect(first).toBe(1n);
+    expect(second).toBe(2n);
+    expect(ctx.dialer.load).toBe(2);
+    expect(await ctx.gauge("openEndpointConnections")).toBe(2);
+    await vi.waitFor(async () => expect(await connections(be.server)).toBe(2));
+  });
+
+  it("answers a refused dial with DIAL_RSP carrying the error", async () => {
+    const be = await backend();
+    const port = be.port;
+    be.server.close(); // nothing listens on the port any more
+    await once(be.server, "close");
+    const ctx = setup();
+    ctx.deliver(dialRequest(`127.0.0.1:${port}`, 7n));
+    const rsp = await vi.waitFor(() => dialResponses(ctx.sent)[0] ?? Promise.reject(new Error("waiting")));
+    expect(rsp).toMatchObject({ random: 7n, connectId: 0n });
+    expect(rsp.error).toMatch(/^dial tcp 127\.0\.0\.1:\d+: .*ECONNREFUSED/);
+    expect((await ctx.metrics.endpointDialFailures.get()).values).toEqual([
+      expect.objectContaining({ labels: { reason: "unknown" }, value: 1 }),
+    ]);
+    expect(ctx.dialer.load).toBe(0);
+  });
+
+  it("refuses protocols other than tcp and malformed addresses without dialing", async () => {
+    const ctx = setup();
+    ctx.deliver(dialRequest("127.0.0.1:80", 1n, "udp"));
+    ctx.deliver(dialRequest("no-port", 2n));
+    await vi.waitFor(() => expect(dialResponses(ctx.sent)).toHaveLength(2));
+    expect(dialResponses(ctx.sent).map((r) => r.error)).toEqual([
+      "dial udp 127.0.0.1:80: unknown network udp",
+      "dial tcp no-port: address missing port",
+    ]);
+    expect(ctx.agentSockets).toHaveLength(0);
+  });
+
+  it("times out a dial that never completes", async () => {
+    const ctx = setup({ connectSocket: () => new Socket(), dialTimeoutMs: 50 });
+    ctx.deliver(dialRequest("10.255.255.1:443", 3n));
+    const rsp = await vi.waitFor(() => dialResponses(ctx.sent)[0] ?? Promise.reject(new Error("waiting")));
+    expect(rsp.error).toBe("dial tcp 10.255.255.1:443: i/o timeout");
+    expect(ctx.agentSockets[0]!.destroyed).toBe(true);
+    expect((await ctx.metrics.endpointDialFailures.get()).values[0]).toMatchObject({
+      labels: { reason: "timeout" },
+      value: 1,
+    });
+  });
+
+  it("DIAL_CLS cancels a pending dial: socket destroyed, nothing sent", async () => {
+    const ctx = setup({ connectSocket: () => new Socket(), dialTimeoutMs: 60_000 });
+    ctx.deliver(dialRequest("10.255.255.1:443", 5n));
+    await vi.waitFor(() => expect(ctx.dialer.load).toBe(1));
+    ctx.deliver(closeDial(5n));
+    await vi.waitFor(() => expect(ctx.dialer.load).toBe(0));
+    expect(ctx.agentSockets[0]!.destroyed).toBe(true);
+    // A DIAL_CLS for a dial that is not pending is ignored too.
+    ctx.deliver(closeDial(99n));
+    await new Promise((r) => setImmediate(r));
+    expect(ctx.sent).toEqual([]);
+  });
+
+  it("carries data both ways", async () => {
+    const be = await backend((s) => s.on("data", (d) => s.write(Buffer.concat([Buffer.from("echo:"), d]))));
+    const ctx = setup();
+    const id = await dialOk(ctx, be.port, 1n);
+    ctx.deliver(dataPacket(id, Buffer.from("hello")));
+    await vi.waitFor(() => expect(dataFrom(ctx.sent, id).toString()).toBe("echo:hello"));
+  });
+
+  it("CLOSE_REQ closes the backend socket and answers CLOSE_RSP", async () => {
+    const be = await backend();
+    const ctx = setup();
+    const id = await dialOk(ctx, be.port, 1n);
+    await vi.waitFor(() => expect(be.sockets).toHaveLength(1));
+    const ended = once(be.sockets[0]!, "end");
+    ctx.deliver(closeRequest(id));
+    await vi.waitFor(() =>
+      expect(closeResponses(ctx.sent)).toEqual([expect.objectContaining({ connectId: id, error: "" })]),
+    );
+    await ended; // the backend sees our FIN
+    be.sockets[0]!.end();
+    await vi.waitFor(async () => expect(await connections(be.server)).toBe(0));
+    expect(ctx.dialer.load).toBe(0);
+    expect(await ctx.gauge("openEndpointConnections")).toBe(0);
+  });
+
+  it("backend EOF sends everything it wrote, then CLOSE_RSP", async () => {
+    const be = await backend((s) => s.end("bye"));
+    const ctx = setup();
+    const id = await dialOk(ctx, be.port, 1n);
+    await vi.waitFor(() => expect(closeResponses(ctx.sent)).toHaveLength(1));
+    expect(closeResponses(ctx.sent)[0]).toMatchObject({ connectId: id, error: "" });
+    const closeAt = ctx.sent.findIndex((p) => p.type === PacketType.CLOSE_RSP);
+    expect(dataFrom(ctx.sent.slice(0, closeAt), id).toString()).toBe("bye");
+    expect(ctx.dialer.load).toBe(0);
+    await vi.waitFor(async () => expect(await connections(be.server)).toBe(0));
+  });
+
+  it("answers CLOSE_REQ and DATA for unknown connectIDs with CLOSE_RSP errors", async () => {
+    const ctx = setup();
+    ctx.deliver(closeRequest(42n));
+    ctx.deliver(dataPacket(43n, Buffer.from("x")));
+    await vi.waitFor(() => expect(closeResponses(ctx.sent)).toHaveLength(2));
+    expect(closeResponses(ctx.sent)).toEqual([
+      expect.objectContaining({ connectId: 42n, error: "unknown connectID" }),
+      expect.objectContaining({ connectId: 43n, error: "unknown connectID" }),
+    ]);
+  });
+
+  it("closes every backend socket and pending dial when the stream ends", async () => {
+    const be = await backend();
+    const hanging = new Socket();
+    const ctx = setup({
+      connectSocket: (t) => (t.port === be.port ? defaultSocketFactory(t) : hanging),
+      dialTimeoutMs: 60_000,
+    });
+    await dialOk(ctx, be.port, 1n);
+    await dialOk(ctx, be.port, 2n);
+    ctx.deliver(dialRequest("127.0.0.1:9", 3n));
+    await vi.waitFor(() => expect(ctx.dialer.load).toBe(3));
+    const closed = once(ctx.dialer, "closed");
+    ctx.end();
+    await closed;
+    expect(ctx.dialer.load).toBe(0);
+    expect(hanging.destroyed).toBe(true);
+    expect(ctx.agentSockets.every((s) => s.destroyed)).toBe(true);
+    expect(await ctx.gauge("openEndpointConnections")).toBe(0);
+    await vi.waitFor(async () => expect(await connections(be.server)).toBe(0));
+    // The agent half-closed its side of the stream in turn.
+    expect(ctx.stream.writableEnded).toBe(true);
+  });
+
+  it("pauses the backend socket while the server stream is backed up", async () => {
+    const chunk = Buffer.alloc(64 * 1024, 1);
+    const be = await backend((s) => {
+      // Write until the agent stops reading; the kernel buffers then fill up.
+      const pump = () => {
+        while (s.writable && s.write(chunk));
+      };
+      s.on("drain", pump);
+      pump();
+    });
+    const ctx = setup({ holdWrites: true });
+    ctx.deliver(dialRequest(`127.0.0.1:${be.port}`, 1n));
+    const agentSocket = await vi.waitFor(() => ctx.agentSockets[0] ?? Promise.reject(new Error("waiting")));
+    await vi.waitFor(() => expect(agentSocket.isPaused()).toBe(true));
+    const sentWhilePaused = ctx.sent.length;
+    ctx.releaseWrites();
+    await vi.waitFor(() => expect(ctx.sent.length).toBeGreaterThan(sentWhilePaused + 20));
+  });
+
+  it("stops reading the server stream while a backend is not reading", async () => {
+    let backendSocket: Socket | undefined;
+    const be = await backend((s) => {
+      backendSocket = s;
+      s.pause();
+    });
+    const ctx = setup();
+    const id = await dialOk(ctx, be.port, 1n);
+    const chunk = Buffer.alloc(256 * 1024, 2);
+    // Feed DATA until the agent stops reading the stream (kernel buffers are finite).
+    for (let i = 0; i < 400 && !ctx.stream.isPaused(); i++) {
+      ctx.deliver(dataPacket(id, chunk));
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(ctx.stream.isPaused()).toBe(true);
+    backendSocket!.resume();
+    await vi.waitFor(() => expect(ctx.stream.isPaused()).toBe(false));
+  });
+});
+
+describe("parseDialTarget", () => {
+  it.each([
+    ["127.0.0.1:80", { host: "127.0.0.1", port: 80 }],
+    ["[::1]:8443", { host: "::1", port: 8443 }],
+    ["kubernetes.default.svc:443", { host: "kubernetes.default.svc", port: 443 }],
+    [":10250", { host: "localhost", port: 10250 }],
+  ])("parses %s", (address, target) => {
+    expect(parseDialTarget("tcp", address)).toEqual({ ok: true, target });
+  });
+
+  it.each([
+    ["host", "missing port"],
+    ["::1:80", "too many colons"],
+    ["[::1]80", "missing port"],
+    ["[::1:80", "missing ']'"],
+    ["h:http", 'invalid port "http"'],
+    ["h:0", 'invalid port "0"'],
+    ["h:70000", 'invalid port "70000"'],
+  ])("refuses %s", (address, why) => {
+    expect(parseDialTarget("tcp", address)).toEqual({
+      ok: false,
+      error: `dial tcp ${address}: address ${why}`,
+    });
+  });
+});
