@@ -77,7 +77,9 @@ async function backend(onConnection: (s: Socket) => void = () => {}): Promise<Ba
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
   toClose.push(async () => {
-    for (const s of sockets) s.destroy();
+    // Runs after the dialer was shut down: every connection it made must be gone by itself.
+    await vi.waitFor(async () => expect(await connections(server)).toBe(0));
+    if (!server.listening) return;
     server.close();
     await once(server, "close");
   });
@@ -167,9 +169,9 @@ describe("BackendDialer", () => {
 
   it("times out a dial that never completes", async () => {
     const ctx = setup({ connectSocket: () => new Socket(), dialTimeoutMs: 50 });
-    ctx.deliver(dialRequest("10.255.255.1:443", 3n));
+    ctx.deliver(dialRequest("unreachable.invalid:443", 3n));
     const rsp = await vi.waitFor(() => dialResponses(ctx.sent)[0] ?? Promise.reject(new Error("waiting")));
-    expect(rsp.error).toBe("dial tcp 10.255.255.1:443: i/o timeout");
+    expect(rsp.error).toBe("dial tcp unreachable.invalid:443: i/o timeout");
     expect(ctx.agentSockets[0]!.destroyed).toBe(true);
     expect((await ctx.metrics.endpointDialFailures.get()).values[0]).toMatchObject({
       labels: { reason: "timeout" },
@@ -179,7 +181,7 @@ describe("BackendDialer", () => {
 
   it("DIAL_CLS cancels a pending dial: socket destroyed, nothing sent", async () => {
     const ctx = setup({ connectSocket: () => new Socket(), dialTimeoutMs: 60_000 });
-    ctx.deliver(dialRequest("10.255.255.1:443", 5n));
+    ctx.deliver(dialRequest("unreachable.invalid:443", 5n));
     await vi.waitFor(() => expect(ctx.dialer.load).toBe(1));
     ctx.deliver(closeDial(5n));
     await vi.waitFor(() => expect(ctx.dialer.load).toBe(0));

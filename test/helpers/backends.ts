@@ -1,0 +1,117 @@
+/**
+ * Destinations for tunneled connections: a real HTTP server with endpoints that let tests verify
+ * what went through (checksums, sizes), a port with nothing listening, and a listener whose
+ * connects hang (a full accept queue), for slow-dial tests.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import { type AddressInfo, createServer as createNetServer } from "node:net";
+import { Readable } from "node:stream";
+
+/** Deterministic bytes, so both ends can checksum without holding 64 MiB in memory. */
+export function patternStream(total: number, seed = 1): Readable {
+  const chunkSize = 64 * 1024;
+  let sent = 0;
+  const chunk = Buffer.alloc(chunkSize);
+  for (let i = 0; i < chunkSize; i++) chunk[i] = (i * 31 + seed * 7) & 0xff;
+  return new Readable({
+    read() {
+      if (sent >= total) {
+        this.push(null);
+        return;
+      }
+      const n = Math.min(chunkSize, total - sent);
+      sent += n;
+      this.push(n === chunkSize ? Buffer.from(chunk) : chunk.subarray(0, n));
+    },
+  });
+}
+
+export async function sha256Of(stream: Readable): Promise<{ hex: string; bytes: number }> {
+  const h = createHash("sha256");
+  let bytes = 0;
+  for await (const c of stream) {
+    h.update(c as Buffer);
+    bytes += (c as Buffer).length;
+  }
+  return { hex: h.digest("hex"), bytes };
+}
+
+export interface HttpBackend {
+  server: Server;
+  address: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * GET /hello → "hello from the backend"; GET /bytes?n=N → N pattern bytes;
+ * POST /sha256 → hex digest and length of the request body.
+ */
+export async function startHttpBackend(): Promise<HttpBackend> {
+  const server = createServer(async (req, res) => {
+    const url = new URL(req.url ?? "/", "http://backend");
+    if (url.pathname === "/hello") {
+      res.end("hello from the backend");
+    } else if (url.pathname === "/bytes") {
+      const n = Number(url.searchParams.get("n") ?? "0");
+      res.writeHead(200, { "content-length": String(n) });
+      patternStream(n).pipe(res);
+    } else if (url.pathname === "/sha256" && req.method === "POST") {
+      const { hex, bytes } = await sha256Of(req);
+      res.end(JSON.stringify({ sha256: hex, bytes }));
+    } else {
+      res.writeHead(404).end();
+    }
+  });
+  server.keepAliveTimeout = 1000;
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    server,
+    port,
+    address: `127.0.0.1:${port}`,
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+/** A loopback port with nothing listening on it (bound, then released). */
+export async function closedPort(): Promise<number> {
+  const s = createNetServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+/**
+ * A listener that never accepts and whose queue is already full, so a new connect to it hangs
+ * (Linux drops the SYN) until the dialer gives up. Node cannot listen without accepting, so a
+ * tiny python3 process holds the socket.
+ */
+export async function hangingListener(): Promise<{ port: number; close(): void }> {
+  const script = [
+    "import socket, sys, time",
+    "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(0)",
+    "fill = []",
+    "for _ in range(3):",
+    "    c = socket.socket(); c.setblocking(False)",
+    "    try: c.connect(s.getsockname())",
+    "    except BlockingIOError: pass",
+    "    fill.append(c)",
+    "time.sleep(0.2)",
+    "print(s.getsockname()[1], flush=True)",
+    "sys.stdin.read()",
+  ].join("\n");
+  const child: ChildProcess = spawn("python3", ["-c", script], { stdio: ["pipe", "pipe", "inherit"] });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout!.once("data", (d: Buffer) => resolve(Number(d.toString().trim())));
+    child.once("error", reject);
+  });
+  return { port, close: () => child.stdin!.end() };
+}

@@ -1,0 +1,169 @@
+/**
+ * The frontend listeners (TCP+mTLS and Unix socket) facing bad and unauthenticated input. Every
+ * case must get a clear answer, close only its own connection, and leave the gateway healthy.
+ */
+
+import { mkdtempSync, rmSync } from "node:fs";
+import { connect as netConnect, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connect as tlsConnect } from "node:tls";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connectThrough } from "../helpers/connect-client.js";
+import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
+
+let t: TestGateway;
+let dir: string;
+let uds: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "kgw-uds-"));
+  uds = join(dir, "konnectivity.sock");
+  t = await startTestGateway([`--uds-name=${uds}`, "--header-timeout=400ms", "--max-header-bytes=4096"]);
+});
+
+afterAll(async () => {
+  await t.gw.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+type Dialer = () => Socket;
+const port = () => t.gw.addresses.frontend!.port;
+const overTls: Dialer = () =>
+  tlsConnect({
+    host: "127.0.0.1",
+    port: port(),
+    servername: "localhost",
+    ca: t.pki.ca.certPem,
+    cert: t.pki.frontend.certPem,
+    key: t.pki.frontend.keyPem,
+    ALPNProtocols: ["http/1.1"],
+  });
+const overUds: Dialer = () => netConnect(uds);
+
+/** Sends `bytes`, returns everything the server answers until it closes the connection. */
+function exchange(dial: Dialer, bytes: Buffer | string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = dial();
+    const chunks: Buffer[] = [];
+    s.on("data", (c) => chunks.push(c));
+    s.on("error", reject);
+    s.on("close", () => resolve(Buffer.concat(chunks).toString("latin1")));
+    s.write(bytes);
+  });
+}
+
+async function healthy(): Promise<void> {
+  const res = await fetch(`http://${t.health}/healthz`);
+  expect(res.status).toBe(200);
+}
+
+describe.each([
+  ["TCP+mTLS", () => overTls],
+  ["Unix socket", () => overUds],
+])("frontend over %s", (_name, dialer) => {
+  it("answers CONNECT with 503 while no agent is connected", async () => {
+    const answer = await exchange(dialer(), "CONNECT 10.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    expect(answer).toMatch(/^HTTP\/1\.1 503 /);
+    expect(answer).toContain("X-Kgw-Error-Code: ERR_NO_AGENT");
+  });
+
+  it("answers a request that is not CONNECT with 405", async () => {
+    const answer = await exchange(dialer(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    expect(answer).toMatch(/^HTTP\/1\.1 405 /);
+    expect(answer).toContain("Allow: CONNECT");
+  });
+
+  it("answers a malformed target with 400", async () => {
+    const answer = await exchange(dialer(), "CONNECT not a target HTTP/1.1\r\nHost: x\r\n\r\n");
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+  });
+
+  it("answers garbage bytes with 400", async () => {
+    const answer = await exchange(
+      dialer(),
+      Buffer.from([0x16, 0x03, 0x01, 0x00, 0xff, 0x0d, 0x0a, 0x0d, 0x0a]),
+    );
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+  });
+
+  it("answers an oversized head with 431 without waiting for its end", async () => {
+    const answer = await exchange(dialer(), `CONNECT 10.0.0.1:443 HTTP/1.1\r\nX-Big: ${"a".repeat(8192)}`);
+    expect(answer).toMatch(/^HTTP\/1\.1 431 /);
+  });
+
+  it("closes a connection whose head is too slow with 408", async () => {
+    const started = Date.now();
+    const answer = await exchange(dialer(), "CONNECT 10.0.0.1:443 HTTP/1.1\r\n");
+    expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(350);
+  });
+
+  it("closes a connection that sends nothing at all", async () => {
+    const answer = await exchange(dialer(), "");
+    expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+    await healthy();
+  });
+});
+
+describe("TLS on the TCP frontend", () => {
+  it("refuses a client without a certificate", async () => {
+    const result = await connectThrough(
+      { kind: "tls", host: "127.0.0.1", port: port(), pki: t.pki, clientCert: false },
+      "10.0.0.1:443",
+    ).then(
+      () => "connected",
+      (err: NodeJS.ErrnoException) => err.code ?? err.message,
+    );
+    expect(result).not.toBe("connected");
+    await healthy();
+  });
+
+  it("refuses TLS versions below 1.2", async () => {
+    const err = await new Promise<Error>((resolve) => {
+      const s = tlsConnect({
+        host: "127.0.0.1",
+        port: port(),
+        servername: "localhost",
+        ca: t.pki.ca.certPem,
+        maxVersion: "TLSv1.1",
+        minVersion: "TLSv1",
+      });
+      s.on("error", resolve);
+      s.on("secureConnect", () => resolve(new Error("handshake succeeded")));
+    });
+    expect(err.message).not.toBe("handshake succeeded");
+  });
+
+  it("answers plaintext bytes on the TLS port by closing only that connection", async () => {
+    const answer = await exchange(
+      () => netConnect(port(), "127.0.0.1"),
+      "CONNECT 10.0.0.1:443 HTTP/1.1\r\n\r\n",
+    );
+    expect(answer).not.toMatch(/^HTTP\/1\.1 200/);
+    await healthy();
+  });
+});
+
+describe("health and admin", () => {
+  it("is live but not ready without agents", async () => {
+    await healthy();
+    const ready = await fetch(`http://${t.health}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(await ready.text()).toContain("no agent");
+  });
+
+  it("serves upstream metric names on /metrics", async () => {
+    const body = await (await fetch(`http://${t.admin}/metrics`)).text();
+    expect(body).toContain("konnectivity_network_proxy_server_ready_backend_connections 0");
+    expect(body).toContain("konnectivity_network_proxy_server_dial_failure_count");
+    expect(body).toMatch(
+      /kgw_server_rejected_connections_total\{listener="tcp",reason="ERR_BAD_REQUEST"\} \d+/,
+    );
+  });
+
+  it("answers unknown paths with 404 and writes with 405", async () => {
+    expect((await fetch(`http://${t.admin}/nope`)).status).toBe(404);
+    expect((await fetch(`http://${t.health}/healthz`, { method: "POST" })).status).toBe(405);
+  });
+});

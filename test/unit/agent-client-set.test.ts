@@ -1,0 +1,197 @@
+import { EventEmitter } from "node:events";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { ClientSet, type ServerLink } from "../../lib/agent/client-set.js";
+import { AgentMetrics } from "../../lib/metrics/agent-metrics.js";
+import { silentLogger } from "../../lib/observability/logger.js";
+
+class FakeLink
+  extends EventEmitter<{ closed: [reason: string]; load: [load: number] }>
+  implements ServerLink
+{
+  load = 0;
+  drained = false;
+  closedWith: string | null = null;
+
+  constructor(
+    readonly serverId: string,
+    readonly serverCount: number,
+  ) {
+    super();
+  }
+
+  drain(): void {
+    this.drained = true;
+  }
+
+  close(reason: string): void {
+    if (this.closedWith !== null) return;
+    this.closedWith = reason;
+    this.emit("closed", reason);
+  }
+
+  setLoad(load: number): void {
+    this.load = load;
+    this.emit("load", load);
+  }
+}
+
+type Outcome = FakeLink | Error | Promise<FakeLink>;
+
+/** A connect function that plays `outcomes` in order, then fails. */
+function scripted(...outcomes: Outcome[]) {
+  const calls: number[] = [];
+  const connect = vi.fn(async (): Promise<ServerLink> => {
+    calls.push(Date.now());
+    const next = outcomes.shift() ?? new Error("no more servers");
+    if (next instanceof Error) throw next;
+    return next;
+  });
+  return { connect, calls };
+}
+
+const SYNC = 1_000;
+const CAP = 8_000;
+
+function clientSet(connect: () => Promise<ServerLink>, random = () => 0.5) {
+  const metrics = new AgentMetrics();
+  const set = new ClientSet({
+    connect,
+    syncIntervalMs: SYNC,
+    syncIntervalCapMs: CAP,
+    random,
+    log: silentLogger(),
+    metrics,
+  });
+  const gauge = async (g: "openServerConnections" | "knownServerCount") =>
+    (await metrics[g].get()).values[0]?.value;
+  return { set, metrics, gauge };
+}
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: 0 });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe("ClientSet", () => {
+  it("connects until it holds serverCount distinct servers, closing duplicates", async () => {
+    const a = new FakeLink("A", 2);
+    const dup = new FakeLink("A", 2);
+    const b = new FakeLink("B", 2);
+    const { connect, calls } = scripted(a, dup, b);
+    const { set, gauge } = clientSet(connect);
+    set.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(set.state()).toMatchObject({ connectedServers: ["A"], targetServerCount: 2 });
+    expect(set.ready).toBe(true);
+
+    await vi.advanceTimersByTimeAsync(SYNC); // after a new server: --sync-interval
+    expect(dup.closedWith).toBe("duplicate server");
+    await vi.advanceTimersByTimeAsync(500); // after a duplicate: backoff, 0.5 of the first 1s window
+    expect(set.state().connectedServers).toEqual(["A", "B"]);
+    expect(calls).toEqual([0, 1_000, 1_500]);
+
+    // Complete: nothing is scheduled any more.
+    expect(vi.getTimerCount()).toBe(0);
+    expect(await gauge("openServerConnections")).toBe(2);
+    expect(await gauge("knownServerCount")).toBe(2);
+    await set.stop();
+  });
+
+  it("backs off with jitter between failures, up to the cap", async () => {
+    const { connect, calls } = scripted(new Error("refused"), new Error("refused"), new Error("refused"));
+    const { set } = clientSet(connect);
+    set.start();
+    await vi.advanceTimersByTimeAsync(20_000);
+    // Delays 0.5 × 1s, 2s, 4s, 8s, 8s, ...
+    expect(calls.slice(0, 6)).toEqual([0, 500, 1_500, 3_500, 7_500, 11_500]);
+    expect(set.ready).toBe(false);
+    await set.stop();
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it("reconnects after losing a server, with the backoff reset by the last success", async () => {
+    const a = new FakeLink("A", 1);
+    const a2 = new FakeLink("A", 1);
+    const { connect, calls } = scripted(new Error("refused"), new Error("refused"), a, a2);
+    const { set } = clientSet(connect);
+    set.start();
+    await vi.advanceTimersByTimeAsync(1_500);
+    expect(set.ready).toBe(true);
+    expect(calls).toEqual([0, 500, 1_500]);
+    expect(vi.getTimerCount()).toBe(0);
+
+    await vi.advanceTimersByTimeAsync(10_000);
+    a.close("stream ended");
+    expect(set.ready).toBe(false);
+    await vi.advanceTimersByTimeAsync(500); // first window again, not the grown one
+    expect(calls.at(-1)).toBe(12_000);
+    expect(set.state().connectedServers).toEqual(["A"]);
+    await set.stop();
+  });
+
+  it("follows the highest serverCount among connected servers", async () => {
+    const a = new FakeLink("A", 3);
+    const b = new FakeLink("B", 1);
+    const { connect } = scripted(a, b);
+    const { set } = clientSet(connect);
+    set.start();
+    await vi.advanceTimersByTimeAsync(SYNC);
+    expect(set.state()).toMatchObject({ connectedServers: ["A", "B"], targetServerCount: 3 });
+    a.close("scaled down");
+    expect(set.state()).toMatchObject({ connectedServers: ["B"], targetServerCount: 1 });
+    expect(vi.getTimerCount()).toBe(0);
+    await set.stop();
+  });
+
+  it("drain sends DRAIN to every server and stops connecting, even after a loss", async () => {
+    const a = new FakeLink("A", 3);
+    const b = new FakeLink("B", 3);
+    const { connect, calls } = scripted(a, b);
+    const { set } = clientSet(connect);
+    set.start();
+    await vi.advanceTimersByTimeAsync(SYNC);
+    set.drain();
+    expect([a.drained, b.drained]).toEqual([true, true]);
+    b.close("stream ended");
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(calls).toHaveLength(2);
+    expect(set.state()).toMatchObject({ connectedServers: ["A"], draining: true });
+    await set.stop();
+  });
+
+  it("reports the total load of its servers", async () => {
+    const a = new FakeLink("A", 2);
+    const b = new FakeLink("B", 2);
+    const { connect } = scripted(a, b);
+    const { set } = clientSet(connect);
+    const loads: number[] = [];
+    set.on("load", (l) => loads.push(l));
+    set.start();
+    await vi.advanceTimersByTimeAsync(SYNC);
+    a.setLoad(2);
+    b.setLoad(1);
+    a.setLoad(0);
+    b.close("gone");
+    expect(loads).toEqual([2, 3, 1, 0]);
+    await set.stop();
+  });
+
+  it("stop closes every server and a connection that completes after it", async () => {
+    const a = new FakeLink("A", 2);
+    let finish!: (l: FakeLink) => void;
+    const late = new FakeLink("B", 2);
+    const { connect } = scripted(a, new Promise<FakeLink>((r) => (finish = r)));
+    const { set } = clientSet(connect);
+    set.start();
+    await vi.advanceTimersByTimeAsync(SYNC);
+    const stopped = set.stop();
+    expect(a.closedWith).toBe("agent stopping");
+    finish(late);
+    await stopped;
+    expect(late.closedWith).toBe("agent stopping");
+    expect(set.state()).toMatchObject({ connectedServers: [], stopped: true });
+    expect(vi.getTimerCount()).toBe(0);
+  });
+});
