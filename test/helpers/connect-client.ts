@@ -64,7 +64,6 @@ export function httpOver(
       path,
       method: opts.method ?? "GET",
       headers: { host: "backend", connection: "close" },
-      agent: false,
     });
     req.once("response", resolve);
     req.once("error", reject);

@@ -1,0 +1,152 @@
+/**
+ * Whole tunnels through a real gateway and our real agent to a real HTTP backend, over every
+ * frontend: gRPC (TCP+mTLS), HTTP CONNECT over TCP+mTLS, HTTP CONNECT over the Unix socket.
+ */
+
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Duplex } from "node:stream";
+import { promisify } from "node:util";
+import { credentials } from "@grpc/grpc-js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RunningAgent } from "../../lib/agent/agent.js";
+import { TunnelClient } from "../../lib/client/tunnel-client.js";
+import { startTestAgent, waitFor } from "../helpers/agent.js";
+import {
+  closedPort,
+  type HttpBackend,
+  patternStream,
+  sha256Of,
+  startHttpBackend,
+} from "../helpers/backends.js";
+import { bodyText, connectThrough, httpOver, type ProxyTarget } from "../helpers/connect-client.js";
+import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
+
+const MiB = 1024 * 1024;
+let t: TestGateway;
+let agent: RunningAgent;
+let backend: HttpBackend;
+let grpc: TunnelClient;
+let dir: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "kgw-e2e-"));
+  t = await startTestGateway([`--uds-name=${join(dir, "k.sock")}`]);
+  backend = await startHttpBackend();
+  ({ agent } = await startTestAgent(t.pki, t.gw.addresses.agent.port));
+  await waitFor(() => t.gw.ready, 5000, "agent connected");
+  grpc = new TunnelClient(
+    t.frontend,
+    credentials.createSsl(
+      Buffer.from(t.pki.ca.certPem),
+      Buffer.from(t.pki.frontend.keyPem),
+      Buffer.from(t.pki.frontend.certPem),
+    ),
+    { "grpc.ssl_target_name_override": "localhost" },
+  );
+});
+
+afterAll(async () => {
+  grpc.close();
+  await agent.stop();
+  await t.gw.close();
+  await backend.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+type Opener = (target: string) => Promise<Duplex>;
+const tls = (): ProxyTarget => ({
+  kind: "tls",
+  host: "127.0.0.1",
+  port: t.gw.addresses.frontend!.port,
+  pki: t.pki,
+});
+const uds = (): ProxyTarget => ({ kind: "uds", path: t.gw.addresses.uds! });
+async function viaConnect(proxy: ProxyTarget, target: string): Promise<Duplex> {
+  const r = await connectThrough(proxy, target);
+  if (r.status !== 200) throw new Error(`CONNECT answered ${r.status}`);
+  expect(r.head.length).toBe(0);
+  return r.socket;
+}
+const frontends: Array<[string, () => Opener]> = [
+  ["gRPC over TCP+mTLS", () => (target) => grpc.dial(target)],
+  ["CONNECT over TCP+mTLS", () => (target) => viaConnect(tls(), target)],
+  ["CONNECT over the Unix socket", () => (target) => viaConnect(uds(), target)],
+];
+
+describe.each(frontends)("through %s", (_name, opener) => {
+  it("carries an HTTP request and response", async () => {
+    const res = await httpOver(await opener()(backend.address), "/hello");
+    expect(res.statusCode).toBe(200);
+    expect(await bodyText(res)).toBe("hello from the backend");
+  });
+
+  it("downloads 64 MiB intact", async () => {
+    const res = await httpOver(await opener()(backend.address), `/bytes?n=${64 * MiB}`);
+    const got = await sha256Of(res);
+    const want = await sha256Of(patternStream(64 * MiB));
+    expect(got).toEqual(want);
+  });
+
+  it("uploads 64 MiB intact", async () => {
+    const res = await httpOver(await opener()(backend.address), "/sha256", {
+      method: "POST",
+      body: patternStream(64 * MiB, 3),
+    });
+    const want = await sha256Of(patternStream(64 * MiB, 3));
+    expect(JSON.parse(await bodyText(res))).toEqual({ sha256: want.hex, bytes: want.bytes });
+  });
+});
+
+describe("dial errors", () => {
+  it("reports a closed port as 502 on CONNECT and as a dial error on gRPC", async () => {
+    const port = await closedPort();
+    const r = await connectThrough(tls(), `127.0.0.1:${port}`);
+    expect(r.status).toBe(502);
+    r.socket.destroy();
+    await expect(grpc.dial(`127.0.0.1:${port}`)).rejects.toMatchObject({ code: "ERR_DIAL_FAILED" });
+  });
+});
+
+describe("curl as a CONNECT client", () => {
+  it("fetches through the gateway with an HTTPS proxy and a client certificate", async () => {
+    const f = t.pki.files;
+    const { stdout } = await promisify(execFile)("curl", [
+      "--silent",
+      "--show-error",
+      "--fail",
+      "--max-time",
+      "10",
+      "--proxytunnel",
+      "--proxy",
+      `https://localhost:${t.gw.addresses.frontend!.port}`,
+      "--proxy-cacert",
+      f.caCert,
+      "--proxy-cert",
+      f.frontendCert,
+      "--proxy-key",
+      f.frontendKey,
+      `http://${backend.address}/hello`,
+    ]);
+    expect(stdout).toBe("hello from the backend");
+  });
+});
+
+describe("many connections through one agent", () => {
+  it("serves 200 concurrent connections", async () => {
+    const open = frontends.map(([, o]) => o());
+    const results = await Promise.all(
+      Array.from({ length: 200 }, async (_, i) => {
+        const res = await httpOver(
+          await open[i % open.length]!(backend.address),
+          `/bytes?n=${16 * 1024 + i}`,
+        );
+        return (await sha256Of(res)).bytes;
+      }),
+    );
+    expect(results).toEqual(Array.from({ length: 200 }, (_, i) => 16 * 1024 + i));
+    await waitFor(() => t.gw.activeTunnels === 0, 5000, "all tunnels closed");
+  });
+});
