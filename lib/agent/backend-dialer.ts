@@ -9,10 +9,11 @@
  *  - every established connection is in `conns` until its CLOSE_RSP has been sent or the
  *    stream has ended; when the stream ends, every socket is destroyed at once;
  *  - nothing is queued per connection (see EndpointConnection); the only buffers are the
- *    stream's and the sockets' own, each bounded by its high-water mark.
+ *    stream's and the sockets' own: each high-water mark plus at most one chunk per connection
+ *    (the one whose write reported backpressure).
  */
 import { EventEmitter } from "node:events";
-import { connect, type Socket } from "node:net";
+import type { Socket } from "node:net";
 import type { AgentMetrics } from "../metrics/agent-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import {
@@ -28,16 +29,8 @@ import { PacketSink } from "../tunnel/packet-sink.js";
 import type { PacketStream } from "../tunnel/packet-stream.js";
 import { PauseLatch } from "../tunnel/pause-latch.js";
 import type { ConnectIdAllocator } from "./connect-ids.js";
-import { parseDialTarget, type TcpTarget } from "./dial-target.js";
+import { defaultSocketFactory, parseDialTarget, type SocketFactory } from "./dial-target.js";
 import { EndpointConnection, type EndpointStreamSide } from "./endpoint-connection.js";
-import { BACKEND_TCP_KEEPALIVE_MS } from "./timeouts.js";
-
-/** Opens a TCP connection; injectable so tests can simulate dials that never complete. */
-export type SocketFactory = (target: TcpTarget) => Socket;
-
-export const defaultSocketFactory: SocketFactory = ({ host, port }) =>
-  // Go's dialer, which upstream uses, sets TCP_NODELAY and a 15s keepalive by default.
-  connect({ host, port, noDelay: true, keepAlive: true, keepAliveInitialDelay: BACKEND_TCP_KEEPALIVE_MS });
 
 /** Error text for a CLOSE_RSP answering a connectID this stream does not know. */
 export const UNKNOWN_CONNECT_ID = "unknown connectID";
@@ -61,6 +54,8 @@ interface PendingDial {
 export class BackendDialer extends EventEmitter<{ closed: []; load: [load: number] }> {
   private readonly pending = new Map<bigint, PendingDial>();
   private readonly conns = new Map<bigint, EndpointConnection>();
+  /** Closed by the server, still flushing towards the backend; destroyed if the stream ends. */
+  private readonly flushing = new Set<EndpointConnection>();
   private readonly sink: PacketSink;
   private readonly side: EndpointStreamSide;
   private readonly connectSocket: SocketFactory;
@@ -119,6 +114,7 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
     for (const conn of this.conns.values()) conn.abort();
     this.opts.metrics.openEndpointConnections.dec(this.conns.size);
     this.conns.clear();
+    for (const conn of this.flushing) conn.abort();
     this.emit("load", 0);
     this.emit("closed");
   }
@@ -245,7 +241,8 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
       return;
     }
     this.forget(conn);
-    conn.closeFromServer();
+    this.flushing.add(conn);
+    conn.closeFromServer(() => this.flushing.delete(conn));
     this.send(closeResponse(connectId));
   }
 

@@ -1,8 +1,10 @@
 /**
- * Turns a DIAL_REQ's protocol and address into something `net.connect` takes, or into the error
- * text the agent answers with. Error texts follow Go's `net.Dial` wording, which upstream agents
- * send and operators already recognise in logs.
+ * How the agent reaches a backend: a DIAL_REQ's protocol and address become something
+ * `net.connect` takes, or the error text the agent answers with. Error texts follow Go's
+ * `net.Dial` wording, which upstream agents send and operators already recognise in logs.
  */
+import { connect, type Socket } from "node:net";
+import { BACKEND_TCP_KEEPALIVE_MS } from "./timeouts.js";
 
 export interface TcpTarget {
   host: string;
@@ -46,3 +48,10 @@ export function parseDialTarget(protocol: string, address: string): DialTargetRe
   // An empty host means the local system in Go; be explicit so Node does the same.
   return { ok: true, target: { host: host === "" ? "localhost" : host, port } };
 }
+
+/** Opens a TCP connection; injectable so tests can simulate dials that never complete. */
+export type SocketFactory = (target: TcpTarget) => Socket;
+
+export const defaultSocketFactory: SocketFactory = ({ host, port }) =>
+  // Go's dialer, which upstream uses, sets TCP_NODELAY and a 15s keepalive by default.
+  connect({ host, port, noDelay: true, keepAlive: true, keepAliveInitialDelay: BACKEND_TCP_KEEPALIVE_MS });

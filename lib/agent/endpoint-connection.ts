@@ -35,6 +35,7 @@ export class EndpointConnection {
   private waitingForSink = false;
   private blockingStream = false;
   private flushTimer: NodeJS.Timeout | undefined;
+  private onFlushed: (() => void) | undefined;
 
   constructor(
     readonly connectId: bigint,
@@ -62,11 +63,13 @@ export class EndpointConnection {
 
   /**
    * CLOSE_REQ from the server: send our FIN after what is already written, discard whatever the
-   * backend still sends, and destroy the socket if it does not close in time.
+   * backend still sends, and destroy the socket if it does not close in time. `onClosed` runs
+   * once the socket is gone.
    */
-  closeFromServer(): void {
+  closeFromServer(onClosed: () => void): void {
     if (this.state !== "open") return;
     this.state = "closing";
+    this.onFlushed = onClosed;
     this.unblockStream();
     this.flushTimer = setTimeout(() => this.socket.destroy(), BACKEND_CLOSE_FLUSH_TIMEOUT_MS);
     this.flushTimer.unref();
@@ -105,6 +108,7 @@ export class EndpointConnection {
     const wasOpen = this.state === "open";
     this.state = "gone";
     this.unblockStream();
+    this.onFlushed?.();
     if (!wasOpen) return;
     const error = this.lastError ? this.lastError.message : "";
     this.log.debug({ err: this.lastError?.message }, "backend closed the connection");

@@ -2,9 +2,9 @@ import { once } from "node:events";
 import { type AddressInfo, createServer, type Server, Socket } from "node:net";
 import { Duplex } from "node:stream";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { BackendDialer, defaultSocketFactory, type SocketFactory } from "../../lib/agent/backend-dialer.js";
+import { BackendDialer } from "../../lib/agent/backend-dialer.js";
 import { ConnectIdAllocator } from "../../lib/agent/connect-ids.js";
-import { parseDialTarget } from "../../lib/agent/dial-target.js";
+import { defaultSocketFactory, parseDialTarget, type SocketFactory } from "../../lib/agent/dial-target.js";
 import { AgentMetrics } from "../../lib/metrics/agent-metrics.js";
 import { silentLogger } from "../../lib/observability/logger.js";
 import {

@@ -1,0 +1,248 @@
+/**
+ * Processes coming and going: agents killed, restarted and draining, servers restarted and shut
+ * down gracefully, dials cancelled mid-flight. Ends with a check that nothing leaked.
+ */
+import { connect as tlsConnect } from "node:tls";
+import { credentials } from "@grpc/grpc-js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TunnelClient } from "../../lib/client/tunnel-client.js";
+import { startTestAgent, waitFor } from "../helpers/agent.js";
+import { type HttpBackend, hangingListener, startHttpBackend } from "../helpers/backends.js";
+import { bodyText, connectThrough, httpOver, type ProxyTarget } from "../helpers/connect-client.js";
+import { AGENT_TOKEN, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { spawnKgw } from "../helpers/kgw-process.js";
+import { getTestPki } from "../helpers/pki.js";
+
+let backend: HttpBackend;
+let baseline: Map<string, number>;
+
+/** Handles and requests alive in this process, by kind, for the leak check. */
+function resources(): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
+  return m;
+}
+
+beforeAll(async () => {
+  await getTestPki();
+  baseline = resources();
+  backend = await startHttpBackend();
+});
+
+afterAll(async () => {
+  await backend.close();
+  // Everything a test opened must be gone: sockets, servers, timers.
+  await waitFor(
+    () => {
+      const now = resources();
+      return [...now].every(([k, n]) => n <= (baseline.get(k) ?? 0));
+    },
+    5000,
+    "no leaked handles",
+  ).catch((err: Error) => {
+    throw new Error(
+      `${err.message}: ${JSON.stringify([...resources()])} vs ${JSON.stringify([...baseline])}`,
+    );
+  });
+});
+
+const tlsProxy = (t: TestGateway): ProxyTarget => ({
+  kind: "tls",
+  host: "127.0.0.1",
+  port: t.gw.addresses.frontend!.port,
+  pki: t.pki,
+});
+
+function grpcClient(t: TestGateway): TunnelClient {
+  const p = t.pki;
+  return new TunnelClient(
+    t.frontend,
+    credentials.createSsl(
+      Buffer.from(p.ca.certPem),
+      Buffer.from(p.frontend.keyPem),
+      Buffer.from(p.frontend.certPem),
+    ),
+    { "grpc.ssl_target_name_override": "localhost" },
+  );
+}
+
+function agentProcessArgs(t: TestGateway): string[] {
+  return [
+    "agent",
+    "--proxy-server-host=127.0.0.1",
+    `--proxy-server-port=${t.gw.addresses.agent.port}`,
+    "--server-name=localhost",
+    `--ca-cert=${t.pki.files.caCert}`,
+    "--health-server-port=0",
+    "--admin-server-port=0",
+    "--sync-interval=100ms",
+    "--sync-interval-cap=300ms",
+    "--log-level=warn",
+  ];
+}
+
+describe("an agent process that dies", () => {
+  it("tells callers within a second, and serves again once restarted", async () => {
+    const t = await startTestGateway();
+    const env = { KGW_AGENT_TOKEN: AGENT_TOKEN };
+    const first = spawnKgw(agentProcessArgs(t), env);
+    await waitFor(() => t.gw.ready, 15_000, "agent process connected");
+
+    // A download that is still running when the agent is killed.
+    const r = await connectThrough(tlsProxy(t), backend.address);
+    expect(r.status).toBe(200);
+    const res = await httpOver(r.socket, `/bytes?n=${1024 * 1024 * 1024}`);
+    let received = 0;
+    const closed = new Promise<number>((resolve) => {
+      res.on("data", (c: Buffer) => {
+        received += c.length;
+      });
+      res.on("error", () => resolve(Date.now()));
+      res.on("close", () => resolve(Date.now()));
+    });
+    await waitFor(() => received > 1024 * 1024, 10_000, "download under way");
+    const killedAt = Date.now();
+    first.child.kill("SIGKILL");
+    const closedAt = await closed;
+    expect(closedAt - killedAt).toBeLessThan(1000);
+    expect(received).toBeLessThan(1024 * 1024 * 1024);
+    await waitFor(() => !t.gw.ready, 5000, "gateway noticed");
+
+    const second = spawnKgw(agentProcessArgs(t), env);
+    await waitFor(() => t.gw.ready, 15_000, "restarted agent connected");
+    const again = await connectThrough(tlsProxy(t), backend.address);
+    expect(await bodyText(await httpOver(again.socket, "/hello"))).toBe("hello from the backend");
+
+    second.child.kill("SIGTERM");
+    expect(await second.exited).toEqual({ code: 0, signal: null });
+    await first.exited;
+    await t.gw.close();
+  });
+});
+
+describe("a server that restarts", () => {
+  it("gets its agent back on the same port", async () => {
+    const t1 = await startTestGateway();
+    const agentPort = t1.gw.addresses.agent.port;
+    const { agent } = await startTestAgent(t1.pki, agentPort);
+    await waitFor(() => t1.gw.ready, 5000, "agent connected");
+    await t1.gw.close();
+    await waitFor(() => !agent.ready, 5000, "agent noticed");
+
+    const t2 = await startTestGateway([`--agent-port=${agentPort}`]);
+    await waitFor(() => t2.gw.ready && agent.ready, 10_000, "agent reconnected");
+    const r = await connectThrough(tlsProxy(t2), backend.address);
+    expect(await bodyText(await httpOver(r.socket, "/hello"))).toBe("hello from the backend");
+    await agent.stop();
+    await t2.gw.close();
+  });
+
+  it("finishes open tunnels on graceful shutdown, refusing new ones", async () => {
+    const t = await startTestGateway(["--graceful-shutdown-timeout=5s"]);
+    const { agent } = await startTestAgent(t.pki, t.gw.addresses.agent.port);
+    await waitFor(() => t.gw.ready, 5000, "agent connected");
+    const open = await connectThrough(tlsProxy(t), backend.address);
+
+    const stopped = t.gw.shutdown();
+    await waitFor(async () => (await fetch(`http://${t.health}/readyz`).catch(() => null))?.status !== 200);
+    await expect(connectThrough(tlsProxy(t), backend.address)).rejects.toThrow();
+    // The tunnel opened before shutdown still works, and its end lets shutdown finish early.
+    expect(await bodyText(await httpOver(open.socket, "/hello"))).toBe("hello from the backend");
+    const started = Date.now();
+    await stopped;
+    expect(Date.now() - started).toBeLessThan(2000);
+    await agent.stop();
+  });
+});
+
+describe("cancelled dials", () => {
+  it("reach the agent as DIAL_CLS and release the pending dial there", async () => {
+    const t = await startTestGateway(["--backend-dial-timeout=30s"]);
+    const { agent } = await startTestAgent(t.pki, t.gw.addresses.agent.port, ["--dial-timeout=30s"]);
+    await waitFor(() => t.gw.ready, 5000, "agent connected");
+    const hanging = await hangingListener();
+    const client = grpcClient(t);
+
+    const dial = client.dial(`127.0.0.1:${hanging.port}`, { timeoutMs: 300 });
+    await waitFor(() => agent.state().load === 1, 5000, "agent dialing");
+    await expect(dial).rejects.toMatchObject({ code: "ERR_DIAL_TIMEOUT" });
+    await waitFor(
+      () => agent.state().load === 0 && t.gw.activeTunnels === 0,
+      2000,
+      "dial cancelled at the agent",
+    );
+
+    // A CONNECT client that hangs up while its dial is pending cancels it the same way.
+    const socket = tlsConnect({
+      host: "127.0.0.1",
+      port: t.gw.addresses.frontend!.port,
+      servername: "localhost",
+      ca: t.pki.ca.certPem,
+      cert: t.pki.frontend.certPem,
+      key: t.pki.frontend.keyPem,
+    });
+    socket.write(`CONNECT 127.0.0.1:${hanging.port} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+    await waitFor(() => agent.state().load === 1, 5000, "agent dialing");
+    socket.destroy();
+    await waitFor(() => agent.state().load === 0 && t.gw.activeTunnels === 0, 2000, "dial released");
+
+    client.close();
+    hanging.close();
+    await agent.stop();
+    await t.gw.close();
+  });
+});
+
+describe("a draining agent", () => {
+  it("gets no new dials while another agent is available", async () => {
+    const t = await startTestGateway();
+    const a = await startTestAgent(t.pki, t.gw.addresses.agent.port, ["--agent-id=agent-a"]);
+    const b = await startTestAgent(t.pki, t.gw.addresses.agent.port, [
+      "--agent-id=agent-b",
+      "--drain-timeout=10s",
+    ]);
+    await waitFor(() => t.gw.registry.size === 2, 5000, "both agents connected");
+    const draining = b.agent.drain();
+    await waitFor(() => [...t.gw.registry.all()].some((s) => s.info.agentId === "agent-b" && s.draining));
+    for (let i = 0; i < 20; i++) {
+      const r = await connectThrough(tlsProxy(t), backend.address);
+      expect(await bodyText(await httpOver(r.socket, "/hello"))).toBe("hello from the backend");
+    }
+    const served = (lines: string[]) => lines.filter((l) => l.includes('"msg":"backend connected"')).length;
+    expect(served(b.logs)).toBe(0);
+    expect(served(a.logs)).toBe(20);
+    expect(await draining).toBe("idle");
+    await a.agent.stop();
+    await b.agent.stop();
+    await t.gw.close();
+  });
+});
+
+describe("kgw server as a process", () => {
+  it("exits 0 on SIGTERM and 2 with a one-line error on a bad flag", async () => {
+    const pki = await getTestPki();
+    const f = pki.files;
+    const server = spawnKgw([
+      "server",
+      "--server-port=0",
+      "--server-bind-address=127.0.0.1",
+      `--server-cert=${f.serverCert}`,
+      `--server-key=${f.serverKey}`,
+      "--agent-port=0",
+      `--cluster-cert=${f.serverCert}`,
+      `--cluster-key=${f.serverKey}`,
+      `--cluster-ca-cert=${f.caCert}`,
+      "--admin-port=0",
+      "--health-port=0",
+    ]);
+    await waitFor(() => server.output.join("").includes("gateway listening"), 15_000, "server started");
+    server.child.kill("SIGTERM");
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+
+    const bad = spawnKgw(["server", "--keepalive-time=forever"]);
+    expect((await bad.exited).code).toBe(2);
+    const out = bad.output.join("");
+    expect(out.trim().split("\n")).toHaveLength(1);
+    expect(out).toContain("--keepalive-time");
+  });
+});
