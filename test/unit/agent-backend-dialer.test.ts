@@ -67,9 +67,12 @@ afterEach(async () => {
 });
 
 /** A real TCP server on 127.0.0.1:0; `onConnection` decides what it does with each socket. */
-async function backend(onConnection: (s: Socket) => void = () => {}): Promise<Backend> {
+async function backend(
+  onConnection: (s: Socket) => void = () => {},
+  allowHalfOpen = false,
+): Promise<Backend> {
   const sockets: Socket[] = [];
-  const server = createServer((s) => {
+  const server = createServer({ allowHalfOpen }, (s) => {
     sockets.push(s);
     s.on("error", () => {});
     onConnection(s);
@@ -215,6 +218,20 @@ describe("BackendDialer", () => {
     await vi.waitFor(async () => expect(await connections(be.server)).toBe(0));
     expect(ctx.dialer.load).toBe(0);
     expect(await ctx.gauge("openEndpointConnections")).toBe(0);
+  });
+
+  it("a backend still open after CLOSE_REQ is cut off when the stream ends", async () => {
+    const be = await backend(() => {}, true); // keeps its side open after our FIN
+    const ctx = setup();
+    const id = await dialOk(ctx, be.port, 1n);
+    ctx.deliver(closeRequest(id));
+    await vi.waitFor(() => expect(closeResponses(ctx.sent)).toHaveLength(1));
+    const agentSocket = ctx.agentSockets[0]!;
+    await vi.waitFor(() => expect(agentSocket.writableFinished).toBe(true)); // our FIN went out
+    expect(agentSocket.destroyed).toBe(false); // waiting for the backend's
+    ctx.end();
+    await vi.waitFor(() => expect(agentSocket.destroyed).toBe(true));
+    for (const s of be.sockets) s.destroy(); // the half-open backend never closes by itself
   });
 
   it("backend EOF sends everything it wrote, then CLOSE_RSP", async () => {

@@ -1,0 +1,143 @@
+/**
+ * A complete gateway on one machine for the quick start: a throwaway CA, a gateway, an agent,
+ * and a "cluster" HTTP service behind the agent. Nothing leaves loopback, nothing needs AWS or
+ * Docker, and every credential is generated fresh in `dir`.
+ */
+import { randomBytes } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { type RunningAgent, startAgent } from "../agent/agent.js";
+import { parseAgentOptions } from "../config/agent-options.js";
+import { parseServerOptions } from "../config/server-options.js";
+import { AgentMetrics } from "../metrics/agent-metrics.js";
+import type { Logger } from "../observability/logger.js";
+import { createCa } from "../pki/ca.js";
+import { writePemFiles } from "../pki/files.js";
+import { Gateway } from "../server/gateway.js";
+
+export interface LocalStackOptions {
+  dir: string;
+  /** Use port 0 everywhere instead of the documented defaults (8090, 8132, 8133, 8134). */
+  ephemeralPorts: boolean;
+  log: Logger;
+}
+
+export interface LocalStack {
+  gateway: Gateway;
+  agent: RunningAgent;
+  /** host:port of the demo service that only the agent can reach in a real cluster. */
+  service: string;
+  files: Record<"caCert" | "serverCert" | "serverKey" | "clientCert" | "clientKey", string>;
+  stop(): Promise<void>;
+}
+
+function unwrap<T>(parsed: { help: true } | { help: false; options: T }): T {
+  if (parsed.help) throw new Error("unexpected --help");
+  return parsed.options;
+}
+
+export async function startLocalStack(opts: LocalStackOptions): Promise<LocalStack> {
+  const ca = await createCa({ commonName: "kgw-demo-ca", validityDays: 7 });
+  const server = await ca.issue({
+    commonName: "localhost",
+    dnsNames: ["localhost"],
+    ipAddresses: ["127.0.0.1", "::1"],
+    usage: "server",
+    validityDays: 7,
+  });
+  const client = await ca.issue({ commonName: "kube-apiserver", usage: "client", validityDays: 7 });
+  const written = await writePemFiles(opts.dir, {
+    "ca.pem": ca.certPem,
+    "server.pem": server.certPem,
+    "server-key.pem": server.keyPem,
+    "client.pem": client.certPem,
+    "client-key.pem": client.keyPem,
+  });
+  const files = {
+    caCert: written["ca.pem"],
+    serverCert: written["server.pem"],
+    serverKey: written["server-key.pem"],
+    clientCert: written["client.pem"],
+    clientKey: written["client-key.pem"],
+  };
+  const token = randomBytes(24).toString("base64url");
+  const port = (n: number) => (opts.ephemeralPorts ? 0 : n);
+
+  const service = await startDemoService();
+  const gateway = await Gateway.start(
+    unwrap(
+      parseServerOptions(
+        [
+          `--server-port=${port(8090)}`,
+          "--server-bind-address=127.0.0.1",
+          `--server-cert=${files.serverCert}`,
+          `--server-key=${files.serverKey}`,
+          `--server-ca-cert=${files.caCert}`,
+          `--uds-name=${join(opts.dir, "konnectivity-server.sock")}`,
+          `--agent-port=${port(8132)}`,
+          "--agent-bind-address=127.0.0.1",
+          `--cluster-cert=${files.serverCert}`,
+          `--cluster-key=${files.serverKey}`,
+          `--admin-port=${port(8133)}`,
+          `--health-port=${port(8134)}`,
+          "--health-bind-address=127.0.0.1",
+        ],
+        { KGW_AGENT_TOKEN: token },
+      ),
+    ),
+    { log: opts.log.child({ component: "server" }) },
+  );
+  let agent: RunningAgent;
+  try {
+    agent = await startAgent(
+      unwrap(
+        parseAgentOptions(
+          [
+            "--proxy-server-host=127.0.0.1",
+            `--proxy-server-port=${gateway.addresses.agent.port}`,
+            "--server-name=localhost",
+            `--ca-cert=${files.caCert}`,
+            "--agent-id=demo-agent",
+            "--health-server-host=127.0.0.1",
+            `--health-server-port=${port(8093)}`,
+            `--admin-server-port=${port(8094)}`,
+          ],
+          { KGW_AGENT_TOKEN: token },
+        ),
+      ),
+      { log: opts.log.child({ component: "agent" }), metrics: new AgentMetrics() },
+    );
+  } catch (err) {
+    await gateway.close();
+    await closeHttp(service.server);
+    throw err;
+  }
+  return {
+    gateway,
+    agent,
+    service: service.address,
+    files,
+    async stop() {
+      await agent.stop();
+      await gateway.close();
+      await closeHttp(service.server);
+    },
+  };
+}
+
+async function startDemoService(): Promise<{ server: Server; address: string }> {
+  const server = createServer((req, res) => {
+    res.setHeader("content-type", "text/plain");
+    res.end(`hello from inside the cluster: you asked for ${req.method} ${req.url}\n`);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return { server, address: `127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+
+function closeHttp(server: Server): Promise<void> {
+  return new Promise((r) => {
+    server.closeAllConnections();
+    server.close(() => r());
+  });
+}

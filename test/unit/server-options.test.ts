@@ -1,0 +1,94 @@
+import { describe, expect, it } from "vitest";
+import { parseDuration } from "../../lib/config/duration.js";
+import { parseServerOptions } from "../../lib/config/server-options.js";
+import { ConfigError } from "../../lib/errors.js";
+
+const base = [
+  "--server-cert=s.pem",
+  "--server-key=s-key.pem",
+  "--cluster-cert=c.pem",
+  "--cluster-key=c-key.pem",
+  "--cluster-ca-cert=ca.pem",
+];
+
+function parse(argv: string[], env: Record<string, string> = {}) {
+  const r = parseServerOptions(argv, env);
+  if (r.help) throw new Error("help");
+  return r.options;
+}
+
+describe("durations as upstream writes them", () => {
+  it.each([
+    ["200ms", 200],
+    ["10s", 10_000],
+    ["1h", 3_600_000],
+    ["1h30m", 5_400_000],
+    ["1.5s", 1500],
+    ["0", 0],
+    ["500us", 0.5],
+  ])("%s is %d ms", (text, ms) => {
+    expect(parseDuration(text)).toBe(ms);
+  });
+
+  it.each(["", "10", "1d", "-1s", "1s2", "s", "1..5s"])("%j is refused", (text) => {
+    expect(() => parseDuration(text)).toThrow(ConfigError);
+  });
+});
+
+describe("kgw server options", () => {
+  it("defaults to the Kubernetes documentation's ports and upstream's timeouts", () => {
+    const o = parse(base);
+    expect(o.frontend.port).toBe(8090);
+    expect(o.agent.port).toBe(8132);
+    expect(o.admin).toEqual({ port: 8133, host: "127.0.0.1" });
+    expect(o.health.port).toBe(8134);
+    expect(o.agent.keepaliveMs).toBe(3_600_000);
+    expect(o.backendDialTimeoutMs).toBe(10_000);
+    expect(o.tlsMinVersion).toBe("TLSv1.2");
+    expect(o.serverId).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it("accepts --flag value and --flag=value, and reads the agent token from the environment", () => {
+    const o = parse([...base, "--server-id", "gw-1", "--keepalive-time=30s"], { KGW_AGENT_TOKEN: "tok" });
+    expect(o.serverId).toBe("gw-1");
+    expect(o.agent.keepaliveMs).toBe(30_000);
+    expect(o.agent.tokens).toEqual(["tok"]);
+  });
+
+  it("serves only the Unix socket when no frontend certificate is given", () => {
+    const o = parse(["--uds-name=/tmp/k.sock", ...base.slice(2)]);
+    expect(o.frontend.port).toBeNull();
+    expect(o.frontend.udsPath).toBe("/tmp/k.sock");
+  });
+
+  it.each([
+    [["--bogus"], /unknown flag --bogus/],
+    [["--server-port=70000"], /outside 0-65535/],
+    [["--server-count=0"], /at least 1/],
+    [["--keepalive-time=5"], /invalid duration/],
+    [["--proxy-strategies=default,nearest"], /nearest/],
+    [["--tls-min-version=VersionTLS10"], /VersionTLS12/],
+    [["--mode=udp"], /--mode/],
+    [["--server-key="], /together/],
+    [["--insecure-frontend"], /contradicts/],
+    [["--log-level=loud"], /log-level/],
+    [["--server-id"], /needs a value/],
+  ])("%j is a one-line configuration error", (extra, message) => {
+    expect(() => parse([...base, ...extra])).toThrow(message);
+    try {
+      parse([...base, ...extra]);
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      expect((err as Error).message).not.toContain("\n");
+    }
+  });
+
+  it("requires a way to authenticate agents and a frontend to serve", () => {
+    expect(() => parse(["--cluster-cert=c", "--cluster-key=k", "--uds-name=/tmp/x"])).toThrow(
+      /agents must authenticate/,
+    );
+    expect(() => parse(["--cluster-cert=c", "--cluster-key=k", "--cluster-ca-cert=ca"])).toThrow(
+      /frontend needs/,
+    );
+  });
+});
