@@ -57,6 +57,8 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
   private timer: NodeJS.Timeout | undefined;
   /** The connect attempt in flight, if any; at most one at a time. */
   private attempting: Promise<void> | null = null;
+  /** Delay before the next attempt, chosen by the attempt that just ended. */
+  private nextDelayMs = 0;
   private draining = false;
   private stopped = false;
 
@@ -134,7 +136,7 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
       if (!this.wanted || this.attempting) return;
       this.attempting = this.attempt().finally(() => {
         this.attempting = null;
-        this.afterAttempt();
+        this.schedule(this.nextDelayMs);
       });
     }, delayMs);
     // The agent's listeners keep the process alive; this timer alone must not.
@@ -145,9 +147,6 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
   }
-
-  /** Delay before the next attempt, chosen by the attempt that just ended. */
-  private nextDelayMs = 0;
 
   private async attempt(): Promise<void> {
     let link: ServerLink;
@@ -179,10 +178,6 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
     this.add(link);
     this.backoff.reset();
     this.nextDelayMs = this.opts.syncIntervalMs;
-  }
-
-  private afterAttempt(): void {
-    this.schedule(this.nextDelayMs);
   }
 
   private add(link: ServerLink): void {

@@ -126,7 +126,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string]; l
       this.handshake = null;
       return; // never announced, so nothing to report
     }
-    this.log.info({ reason }, "server connection closed");
+    this.log.debug({ reason }, "server connection closed");
     this.emit("closed", reason);
   }
 

@@ -111,5 +111,5 @@ export function formatHelp(usage: string, summary: string, specs: Record<string,
     const env = spec.env ? ` [$${spec.env}]` : "";
     return `${left.padEnd(40)} ${spec.help}${def ? ` (default ${def})` : ""}${env}`;
   });
-  return `Usage: ${usage}\n\n${summary}\n\nFlags:\n${rows.join("\n")}\n  --help${" ".repeat(34)} Show this help.\n`;
+  return `Usage: ${usage}\n\n${summary}\n\nFlags:\n${rows.join("\n")}\n${"  --help".padEnd(40)} Show this help.\n`;
 }
