@@ -21,7 +21,8 @@ export type ErrorCode =
   | "ERR_DIAL_CANCELLED"
   | "ERR_UNKNOWN_CONNECTION"
   | "ERR_PROTOCOL"
-  | "ERR_SHUTTING_DOWN";
+  | "ERR_SHUTTING_DOWN"
+  | "ERR_SERVER_CONNECT";
 
 export class GatewayError extends Error {
   readonly code: ErrorCode;
@@ -157,6 +158,7 @@ const HTTP_STATUS: Record<ErrorCode, number> = {
   ERR_UNKNOWN_CONNECTION: 400,
   ERR_PROTOCOL: 400,
   ERR_SHUTTING_DOWN: 503,
+  ERR_SERVER_CONNECT: 502,
 };
 
 /** HTTP status for a CONNECT request that failed with `err`. Unknown errors are 500. */
@@ -193,6 +195,7 @@ const GRPC_STATUS: Record<ErrorCode, number> = {
   ERR_UNKNOWN_CONNECTION: GrpcCode.INVALID_ARGUMENT,
   ERR_PROTOCOL: GrpcCode.INVALID_ARGUMENT,
   ERR_SHUTTING_DOWN: GrpcCode.UNAVAILABLE,
+  ERR_SERVER_CONNECT: GrpcCode.UNAVAILABLE,
 };
 
 /** gRPC status code for a stream that fails with `err`. Unknown errors are INTERNAL. */

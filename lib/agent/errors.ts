@@ -3,17 +3,16 @@
  * status mapping; the sync loop logs them and retries.
  */
 
-/** A stream to a proxy server could not be opened or was refused (the gRPC code says why). */
-export class ServerConnectError extends Error {
-  readonly code = "ERR_SERVER_CONNECT";
+import { GatewayError } from "../errors.js";
 
+/** A stream to a proxy server could not be opened or was refused (the gRPC code says why). */
+export class ServerConnectError extends GatewayError {
   constructor(
     message: string,
     /** gRPC status code when the server (or grpc-js) answered with one. */
     readonly grpcCode?: number,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
-    this.name = "ServerConnectError";
+    super("ERR_SERVER_CONNECT", message, options);
   }
 }

@@ -6,6 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { ConfigError } from "../errors.js";
+import { LOGTOSTDERR_FLAG } from "./compat-flags.js";
 import { defineFlags, formatHelp, parseFlags } from "./flags.js";
 import { type LogLevel, parseLogLevel } from "./server-options.js";
 
@@ -103,6 +104,7 @@ export const AGENT_FLAGS = defineFlags({
     help: "trace, debug, info, warn, error.",
     env: "KGW_LOG_LEVEL",
   },
+  logtostderr: LOGTOSTDERR_FLAG,
 });
 
 /**

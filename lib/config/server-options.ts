@@ -5,7 +5,9 @@
  */
 import { randomUUID } from "node:crypto";
 import { ConfigError } from "../errors.js";
+import { LOGTOSTDERR_FLAG } from "./compat-flags.js";
 import { defineFlags, formatHelp, parseFlags } from "./flags.js";
+import { parseTlsMinVersion, type TlsFiles, type TlsMinVersion } from "./tls.js";
 
 export const SERVER_FLAGS = defineFlags({
   "server-id": { kind: "string", default: "", help: "Unique ID of this server instance (random if empty)." },
@@ -105,18 +107,11 @@ export const SERVER_FLAGS = defineFlags({
     help: "trace, debug, info, warn, error.",
     env: "KGW_LOG_LEVEL",
   },
+  logtostderr: LOGTOSTDERR_FLAG,
 });
 
 export type ProxyStrategy = "default" | "destHost" | "defaultRoute";
-export type TlsMinVersion = "TLSv1.2" | "TLSv1.3";
 export type LogLevel = "trace" | "debug" | "info" | "warn" | "error";
-
-export interface TlsFiles {
-  cert: string;
-  key: string;
-  /** Client CA; when set, the listener asks for client certificates. */
-  ca: string;
-}
 
 export interface ServerOptions {
   serverId: string;
@@ -152,12 +147,6 @@ export interface ServerOptions {
 
 const STRATEGIES: readonly ProxyStrategy[] = ["default", "destHost", "defaultRoute"];
 const LOG_LEVELS: readonly LogLevel[] = ["trace", "debug", "info", "warn", "error"];
-
-export function parseTlsMinVersion(v: string): TlsMinVersion {
-  if (v === "VersionTLS12") return "TLSv1.2";
-  if (v === "VersionTLS13") return "TLSv1.3";
-  throw new ConfigError(`--tls-min-version: "${v}" is not allowed; use VersionTLS12 or VersionTLS13`);
-}
 
 export function parseLogLevel(v: string): LogLevel {
   if ((LOG_LEVELS as readonly string[]).includes(v)) return v as LogLevel;

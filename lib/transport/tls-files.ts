@@ -4,7 +4,7 @@
  */
 import { readFileSync } from "node:fs";
 import type { SecureContextOptions } from "node:tls";
-import type { TlsFiles, TlsMinVersion } from "../config/server-options.js";
+import type { TlsFiles, TlsMinVersion } from "../config/tls.js";
 import { ConfigError } from "../errors.js";
 
 export function readPem(path: string, what: string): Buffer {
