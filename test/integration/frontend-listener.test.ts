@@ -167,3 +167,30 @@ describe("health and admin", () => {
     expect((await fetch(`http://${t.health}/healthz`, { method: "POST" })).status).toBe(405);
   });
 });
+
+describe("the agent port and the plain HTTP ports", () => {
+  const agentPort = () => t.gw.addresses.agent.port;
+
+  it("survives plaintext garbage on the agent port", async () => {
+    const answer = await exchange(() => netConnect(agentPort(), "127.0.0.1"), Buffer.alloc(4096, 0x41));
+    expect(answer).toBe("");
+    await healthy();
+  });
+
+  it("survives a TLS client that speaks HTTP/1.1 instead of gRPC on the agent port", async () => {
+    const answer = await exchange(
+      () =>
+        tlsConnect({ host: "127.0.0.1", port: agentPort(), servername: "localhost", ca: t.pki.ca.certPem }),
+      "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    ).catch((err: Error) => err.message);
+    expect(answer).not.toMatch(/200/);
+    await healthy();
+  });
+
+  it("answers garbage on the health port with 400 and stays up", async () => {
+    const [host, p] = t.health.split(":");
+    const answer = await exchange(() => netConnect(Number(p), host!), "\x00\x01\x02 garbage\r\n\r\n");
+    expect(answer).toMatch(/^HTTP\/1\.1 400/);
+    await healthy();
+  });
+});
