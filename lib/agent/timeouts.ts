@@ -21,9 +21,3 @@ export const BACKEND_CLOSE_FLUSH_TIMEOUT_MS = 5_000;
  * vanished without a FIN is noticed instead of holding a connection open forever.
  */
 export const BACKEND_TCP_KEEPALIVE_MS = 15_000;
-
-/** HTTP health/admin servers: a probe must send its request head within this time. */
-export const HTTP_HEADERS_TIMEOUT_MS = 10_000;
-
-/** HTTP health/admin servers: a whole request (they have no bodies) must arrive within this time. */
-export const HTTP_REQUEST_TIMEOUT_MS = 15_000;

@@ -14,7 +14,7 @@ import { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import { acceptFrontendConnection } from "../transport/frontend-connection.js";
 import { AGENT_SERVICE, PROXY_SERVICE } from "../transport/grpc-services.js";
-import { createEndpointServer } from "../transport/http-endpoints.js";
+import { metricsRoute, type RunningHttpServer, startHttpServer } from "../transport/http-endpoints.js";
 import { closeServer, listenTcp, listenUnix } from "../transport/listen.js";
 import { SocketTracker } from "../transport/socket-tracker.js";
 import { serverTlsSettings } from "../transport/tls-files.js";
@@ -76,6 +76,7 @@ export class Gateway {
   private readonly listeners: Server[] = [];
   private readonly grpcServers: GrpcServer[] = [];
   private readonly injectors: ConnectionInjector[] = [];
+  private readonly httpServers: RunningHttpServer[] = [];
   private closed: Promise<void> | null = null;
   addresses!: GatewayAddresses;
 
@@ -204,29 +205,34 @@ export class Gateway {
       udsPath = await listenUnix(udsServer, opts.frontend.udsPath, opts.frontend.deleteExistingUds);
     }
 
-    const health = createEndpointServer({
-      "/healthz": () => ({ status: 200, body: "ok\n" }),
-      "/readyz": () =>
-        this.ready
-          ? { status: 200, body: "ok\n" }
-          : { status: 503, body: this.accepting ? "no agent connected\n" : "shutting down\n" },
-    });
-    const admin = createEndpointServer({
-      "/metrics": async () => ({
-        status: 200,
-        body: await this.metrics.registry.metrics(),
-        contentType: this.metrics.registry.contentType,
-      }),
-    });
-    this.track(health, "health");
-    this.track(admin, "admin");
+    const httpLog = log.child({ component: "http" });
+    const health = await startHttpServer(
+      opts.health.host,
+      opts.health.port,
+      {
+        "/healthz": () => ({ status: 200, body: "ok\n" }),
+        "/readyz": () =>
+          this.ready
+            ? { status: 200, body: "ok\n" }
+            : { status: 503, body: this.accepting ? "no agent connected\n" : "shutting down\n" },
+      },
+      httpLog,
+    );
+    this.httpServers.push(health);
+    const admin = await startHttpServer(
+      opts.admin.host,
+      opts.admin.port,
+      { "/metrics": metricsRoute(this.metrics.registry) },
+      httpLog,
+    );
+    this.httpServers.push(admin);
 
     this.addresses = {
       frontend: frontendAddress,
       uds: udsPath,
       agent: await listenTcp(agentServer, opts.agent.port, opts.agent.host),
-      health: await listenTcp(health, opts.health.port, opts.health.host),
-      admin: await listenTcp(admin, opts.admin.port, opts.admin.host),
+      health: health.address,
+      admin: admin.address,
     };
   }
 
@@ -273,7 +279,7 @@ export class Gateway {
       for (const i of this.injectors) i.destroy();
       for (const g of this.grpcServers) g.forceShutdown();
       this.sockets.destroyAll();
-      await Promise.all(this.listeners.map(closeServer));
+      await Promise.all([...this.listeners.map(closeServer), ...this.httpServers.map((h) => h.close())]);
       this.log.info("gateway stopped");
     })();
     return this.closed;

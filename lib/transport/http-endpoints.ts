@@ -1,42 +1,95 @@
 /**
- * Tiny HTTP servers for health and admin endpoints. GET only; anything else is 404/405. Timeouts
- * are short because these ports face probes and scrapers, never long-lived clients.
+ * Small HTTP servers for health and admin endpoints (server and agent). GET and HEAD only; no
+ * bodies are read; timeouts are short because these ports face probes and scrapers.
  */
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Registry } from "prom-client";
+import type { Logger } from "../observability/logger.js";
 
-export interface EndpointResponse {
+export interface HttpReply {
   status: number;
   body: string;
   contentType?: string;
 }
 
-export type Route = () => EndpointResponse | Promise<EndpointResponse>;
+/** Path → handler. Handlers are synchronous or return a promise (metrics collection is async). */
+export type Routes = Record<string, () => HttpReply | Promise<HttpReply>>;
 
-/** Probes and scrapes are small requests; a client slower than this is broken or hostile. */
-export const ENDPOINT_REQUEST_TIMEOUT_MS = 10_000;
-
-export function createEndpointServer(routes: Record<string, Route>): Server {
-  const server = createServer(async (req, res) => {
-    const path = (req.url ?? "/").split("?")[0]!;
-    const route = Object.hasOwn(routes, path) ? routes[path] : undefined;
-    if (!route) {
-      res.writeHead(404, { "content-type": "text/plain" }).end("not found\n");
-      return;
-    }
-    if (req.method !== "GET" && req.method !== "HEAD") {
-      res.writeHead(405, { allow: "GET, HEAD", "content-type": "text/plain" }).end("method not allowed\n");
-      return;
-    }
-    try {
-      const out = await route();
-      res.writeHead(out.status, { "content-type": out.contentType ?? "text/plain; charset=utf-8" });
-      res.end(req.method === "HEAD" ? undefined : out.body);
-    } catch {
-      res.writeHead(500, { "content-type": "text/plain" }).end("internal error\n");
-    }
-  });
-  server.headersTimeout = ENDPOINT_REQUEST_TIMEOUT_MS;
-  server.requestTimeout = ENDPOINT_REQUEST_TIMEOUT_MS;
-  server.keepAliveTimeout = 5_000;
-  return server;
+export interface RunningHttpServer {
+  address: AddressInfo;
+  close(): Promise<void>;
 }
+
+const TEXT = "text/plain; charset=utf-8";
+
+/** Probes send a request line and a few headers; slower than this is not a probe. */
+export const HTTP_HEADERS_TIMEOUT_MS = 10_000;
+/** A whole request (they have no bodies) must arrive within this time. */
+export const HTTP_REQUEST_TIMEOUT_MS = 15_000;
+
+async function respond(
+  routes: Routes,
+  req: IncomingMessage,
+  res: ServerResponse,
+  log: Logger,
+): Promise<void> {
+  let reply: HttpReply;
+  const path = (req.url ?? "/").split("?", 1)[0]!;
+  const route = Object.hasOwn(routes, path) ? routes[path] : undefined;
+  if (req.method !== "GET" && req.method !== "HEAD") {
+    res.setHeader("allow", "GET, HEAD");
+    reply = { status: 405, body: "method not allowed\n" };
+  } else if (!route) {
+    reply = { status: 404, body: "not found\n" };
+  } else {
+    try {
+      reply = await route();
+    } catch (err) {
+      log.error({ err, path }, "http handler failed");
+      reply = { status: 500, body: "internal error\n" };
+    }
+  }
+  res.statusCode = reply.status;
+  res.setHeader("content-type", reply.contentType ?? TEXT);
+  res.setHeader("cache-control", "no-store");
+  res.end(req.method === "HEAD" ? undefined : reply.body);
+}
+
+export async function startHttpServer(
+  host: string,
+  port: number,
+  routes: Routes,
+  log: Logger,
+): Promise<RunningHttpServer> {
+  const server: Server = createServer((req, res) => {
+    void respond(routes, req, res, log);
+  });
+  // Probes are tiny; a client that trickles its request is not a probe.
+  server.headersTimeout = HTTP_HEADERS_TIMEOUT_MS;
+  server.requestTimeout = HTTP_REQUEST_TIMEOUT_MS;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    // "" means all interfaces, as in Go; Node wants undefined for that.
+    server.listen(port, host || undefined, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  server.on("error", (err) => log.error({ err }, "http server error"));
+  return {
+    address: server.address() as AddressInfo,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // Kubelet and Prometheus keep connections alive; do not wait for them to go idle.
+        server.closeAllConnections();
+      }),
+  };
+}
+
+export const metricsRoute = (registry: Registry) => async (): Promise<HttpReply> => ({
+  status: 200,
+  body: await registry.metrics(),
+  contentType: registry.contentType,
+});
