@@ -18,6 +18,7 @@ import type { AgentMetrics } from "../metrics/agent-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import {
   closeResponse,
+  credit,
   type DialRequestPacket,
   dialResponse,
   drain,
@@ -25,6 +26,7 @@ import {
   PacketType,
   packetTypeName,
 } from "../proto/packet.js";
+import { ConnectionCredit, type FlowMode } from "../tunnel/flow-control.js";
 import { PacketSink } from "../tunnel/packet-sink.js";
 import type { PacketStream } from "../tunnel/packet-stream.js";
 import { PauseLatch } from "../tunnel/pause-latch.js";
@@ -37,6 +39,8 @@ export const UNKNOWN_CONNECT_ID = "unknown connectID";
 
 export interface BackendDialerOptions {
   dialTimeoutMs: number;
+  /** "credit" when the server accepted our per-connection flow control offer. */
+  flow?: FlowMode;
   connectIds: ConnectIdAllocator;
   connectSocket?: SocketFactory;
   log: Logger;
@@ -144,6 +148,10 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
       case PacketType.CLOSE_REQ:
         this.onCloseRequest(packet.connectId);
         return;
+      case PacketType.KGW_CREDIT:
+        // Unknown connection: closed while the credit was in flight. Nothing to do.
+        this.conns.get(packet.connectId)?.replenish(Number(packet.bytes));
+        return;
       default:
         // DIAL_RSP, CLOSE_RSP, DRAIN and unknown types mean nothing to an agent. Upstream logs
         // and carries on; dropping the stream would hurt every connection on it.
@@ -205,7 +213,13 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
   private established(p: PendingDial): void {
     const connectId = this.opts.connectIds.next();
     const log = this.opts.log.child({ connectId: String(connectId) });
-    const conn = new EndpointConnection(connectId, p.socket, this.side, log);
+    const flowCredit =
+      this.opts.flow === "credit"
+        ? new ConnectionCredit((bytes) => {
+            if (this.conns.get(connectId) === conn) this.send(credit(connectId, bytes));
+          })
+        : undefined;
+    const conn: EndpointConnection = new EndpointConnection(connectId, p.socket, this.side, log, flowCredit);
     this.conns.set(connectId, conn);
     this.opts.metrics.openEndpointConnections.inc();
     this.opts.metrics.dialDuration.observe(Number(process.hrtime.bigint() - p.startedAt) / 1e9);

@@ -3,13 +3,16 @@
  * between them. Nothing is queued here; each direction pushes back on its source:
  *  - backend → server: when the stream's sink is full, this socket stops being read until the
  *    sink drains (TCP flow control then slows the backend);
- *  - server → backend: when the socket's write buffer is full, the whole server stream stops
- *    being read until the socket drains. The upstream protocol has no per-connection credits,
- *    so this is the only bound it allows; it is what upstream's agent does too.
+ *  - server → backend: with an upstream server, when the socket's write buffer is full the
+ *    whole server stream stops being read until the socket drains (the upstream protocol has no
+ *    per-connection flow control; upstream's agent does the same). With our server (credit
+ *    mode, lib/tunnel/flow-control.ts) the stream is never paused: the server sends at most a
+ *    window of unconsumed bytes, and credit goes back as the socket takes them.
  */
 import type { Socket } from "node:net";
 import type { Logger } from "../observability/logger.js";
 import { dataPacket, type Packet } from "../proto/packet.js";
+import { type ConnectionCredit, dataChunks } from "../tunnel/flow-control.js";
 import type { PauseLatch } from "../tunnel/pause-latch.js";
 import { BACKEND_CLOSE_FLUSH_TIMEOUT_MS } from "./timeouts.js";
 
@@ -42,6 +45,8 @@ export class EndpointConnection {
     private readonly socket: Socket,
     private readonly side: EndpointStreamSide,
     private readonly log: Logger,
+    /** Per-connection flow control, when the server agreed to it. */
+    private readonly credit?: ConnectionCredit,
   ) {
     socket.on("data", (chunk: Buffer) => this.fromBackend(chunk));
     socket.on("error", (err) => {
@@ -55,6 +60,17 @@ export class EndpointConnection {
     // The backend already ended its side (FIN): the close is on its way; writing would only
     // provoke "write after end".
     if (this.state !== "open" || this.socket.writableEnded || this.socket.destroyed) return;
+    const credit = this.credit;
+    if (credit) {
+      const n = data.byteLength;
+      if (!credit.received(n)) {
+        this.lastError = new Error("server sent past its flow-control window");
+        this.socket.destroy();
+        return;
+      }
+      this.socket.write(data, (err) => err || credit.released(n));
+      return;
+    }
     if (this.socket.write(data) || this.blockingStream) return;
     this.blockingStream = true;
     this.side.readLatch.block(this);
@@ -82,19 +98,38 @@ export class EndpointConnection {
   abort(): void {
     if (this.state === "gone") return;
     this.state = "gone";
+    this.credit?.cancel();
     this.unblockStream();
     this.socket.destroy();
   }
 
+  /** The server returned credit for this connection. */
+  replenish(bytes: number): void {
+    this.credit?.replenish(bytes);
+  }
+
   private fromBackend(chunk: Buffer): void {
     if (this.state !== "open") return;
-    if (this.side.send(dataPacket(this.connectId, chunk)) || this.waitingForSink) return;
+    const credit = this.credit;
+    let writable = true;
+    if (credit) {
+      for (const part of dataChunks(chunk)) {
+        writable = this.side.send(dataPacket(this.connectId, part)) && writable;
+        credit.spend(part.byteLength);
+      }
+      writable &&= credit.canSend;
+    } else {
+      writable = this.side.send(dataPacket(this.connectId, chunk));
+    }
+    if (writable || this.waitingForSink) return;
     this.waitingForSink = true;
     this.socket.pause();
-    this.side.onceWritable(() => {
+    const resume = () => {
       this.waitingForSink = false;
       if (this.state === "open") this.socket.resume();
-    });
+    };
+    if (credit) credit.onceCredit(() => this.side.onceWritable(resume));
+    else this.side.onceWritable(resume);
   }
 
   private unblockStream(): void {

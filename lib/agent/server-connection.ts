@@ -24,6 +24,7 @@ import { decodePacket, encodePacket } from "../proto/codec.js";
 import { BEARER_PREFIX, Header } from "../proto/headers.js";
 import type { Packet } from "../proto/packet.js";
 import { AGENT_SERVICE } from "../transport/grpc-services.js";
+import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../tunnel/flow-control.js";
 import { BackendDialer, type BackendDialerOptions } from "./backend-dialer.js";
 import { ServerConnectError } from "./errors.js";
 import type { ServerEndpoint } from "./server-endpoint.js";
@@ -83,6 +84,8 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string]; l
     md.set(Header.agentId, deps.agentId);
     if (deps.agentIdentifiers) md.set(Header.agentIdentifiers, deps.agentIdentifiers);
     if (token) md.set(Header.authorization, BEARER_PREFIX + token);
+    // Offer per-connection flow control; only our server answers it (lib/tunnel/flow-control.ts).
+    md.set(FLOW_CONTROL_HEADER, CREDIT_FLOW_V1);
 
     this.client = new Client(endpoint.target, endpoint.credentials, endpoint.channelOptions);
     this.call = this.client.makeBidiStreamRequest(CONNECT_PATH, encodePacket, decodePacket, md, {});
@@ -145,8 +148,11 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string]; l
     // Upstream falls back to 1 when a server reports 0.
     this.serverCount = Math.max(1, Number(countText));
     this.log = this.deps.log.child({ serverId });
+    const flow = negotiatedFlow(headers.get(FLOW_CONTROL_HEADER));
+    this.log.debug({ flow }, "server connection established");
     this.dialer = new BackendDialer(this.call, {
       ...this.deps.dialer,
+      flow,
       log: this.log,
       metrics: this.deps.metrics,
     });

@@ -19,7 +19,17 @@ const WIRE_LEN = 2;
 const WIRE_FIXED32 = 5;
 
 /** Packet oneof field number for each packet type (DIAL_REQ → dialRequest = 2, ...). */
-const PAYLOAD_FIELD: readonly number[] = [2, 3, 5, 6, 4, 7, 8];
+const PAYLOAD_FIELD: Readonly<Record<number, number>> = {
+  [PacketType.DIAL_REQ]: 2,
+  [PacketType.DIAL_RSP]: 3,
+  [PacketType.CLOSE_REQ]: 5,
+  [PacketType.CLOSE_RSP]: 6,
+  [PacketType.DATA]: 4,
+  [PacketType.DIAL_CLS]: 7,
+  [PacketType.DRAIN]: 8,
+  // Our extension's payload, Credit{connectID=1 int64, bytes=2 int64}, far from upstream's fields.
+  [PacketType.KGW_CREDIT]: 100,
+};
 
 const TWO_POW_53 = 2n ** 53n;
 
@@ -146,6 +156,12 @@ function encodeBody(packet: Exclude<Packet, { type: "unknown" }>, w: Writer | nu
       return int64FieldSize(packet.random);
     case PacketType.DRAIN:
       return 0;
+    case PacketType.KGW_CREDIT:
+      if (w) {
+        w.int64Field(0x08, packet.connectId);
+        w.int64Field(0x10, packet.bytes);
+      }
+      return int64FieldSize(packet.connectId) + int64FieldSize(packet.bytes);
   }
 }
 
@@ -157,13 +173,13 @@ export function encodePacket(packet: Packet): Buffer {
   const bodySize = encodeBody(packet, null);
   const typeSize = packet.type === 0 ? 0 : 2; // tag + one-byte enum value; DIAL_REQ is the default
   const payloadTag = (PAYLOAD_FIELD[packet.type]! << 3) | WIRE_LEN;
-  const buf = Buffer.allocUnsafe(typeSize + 1 + varintSize(bodySize) + bodySize);
+  const buf = Buffer.allocUnsafe(typeSize + varintSize(payloadTag) + varintSize(bodySize) + bodySize);
   const w = new Writer(buf);
   if (typeSize !== 0) {
     buf[w.pos++] = 0x08;
     buf[w.pos++] = packet.type;
   }
-  buf[w.pos++] = payloadTag;
+  w.varint(payloadTag);
   w.varint(bodySize);
   encodeBody(packet, w);
   return buf;
@@ -277,7 +293,7 @@ function decodeBody(type: PacketType, r: Reader): Packet {
     const wire = tag & 7;
     switch (field > 3 ? 0 : type === PacketType.DATA ? field + 10 : field) {
       case 1:
-        if (type === PacketType.CLOSE_REQ || type === PacketType.DIAL_CLS) {
+        if (type === PacketType.CLOSE_REQ || type === PacketType.DIAL_CLS || type === PacketType.KGW_CREDIT) {
           expectWireType(wire, WIRE_VARINT, "1");
           i1 = r.int64();
         } else if (type === PacketType.DRAIN) {
@@ -291,7 +307,11 @@ function decodeBody(type: PacketType, r: Reader): Packet {
         if (type === PacketType.DIAL_REQ) {
           expectWireType(wire, WIRE_LEN, "2");
           s2 = r.string();
-        } else if (type === PacketType.DIAL_RSP || type === PacketType.CLOSE_RSP) {
+        } else if (
+          type === PacketType.DIAL_RSP ||
+          type === PacketType.CLOSE_RSP ||
+          type === PacketType.KGW_CREDIT
+        ) {
           expectWireType(wire, WIRE_VARINT, "2");
           i2 = r.int64();
         } else {
@@ -340,6 +360,8 @@ function decodeBody(type: PacketType, r: Reader): Packet {
       return { type, random: i1 };
     case PacketType.DRAIN:
       return { type };
+    case PacketType.KGW_CREDIT:
+      return { type, connectId: i1, bytes: i2 };
   }
 }
 
@@ -363,7 +385,7 @@ export function decodePacket(buf: Buffer): Packet {
       expectWireType(wire, WIRE_VARINT, "type");
       // Enums are int32 on the wire; a negative value arrives as a ten-byte varint.
       rawType = Number(BigInt.asIntN(32, r.int64()));
-    } else if (field >= 2 && field <= 8) {
+    } else if ((field >= 2 && field <= 8) || field === PAYLOAD_FIELD[PacketType.KGW_CREDIT]) {
       expectWireType(wire, WIRE_LEN, `payload ${field}`);
       // Last oneof member on the wire wins, as in every protobuf implementation.
       [payloadStart, payloadEnd] = r.lengthDelimited();
@@ -372,7 +394,7 @@ export function decodePacket(buf: Buffer): Packet {
       r.skip(wire);
     }
   }
-  if (rawType < 0 || rawType >= PAYLOAD_FIELD.length) return { type: "unknown", rawType };
+  if (!Object.hasOwn(PAYLOAD_FIELD, rawType)) return { type: "unknown", rawType };
   const type = rawType as PacketType;
   if (payloadField !== 0 && payloadField !== PAYLOAD_FIELD[type]) {
     throw new ProtocolError(`packet of type ${type} carries payload field ${payloadField}`);

@@ -12,6 +12,11 @@ export const PacketType = {
   DATA: 4,
   DIAL_CLS: 5,
   DRAIN: 6,
+  /**
+   * Our extension, never sent to an upstream peer: per-connection flow-control credit. Only used
+   * on streams where both ends agreed to it in metadata (see lib/tunnel/flow-control.ts).
+   */
+  KGW_CREDIT: 100,
 } as const;
 export type PacketType = (typeof PacketType)[keyof typeof PacketType];
 
@@ -57,6 +62,13 @@ export interface DrainPacket {
   type: typeof PacketType.DRAIN;
 }
 
+/** The receiver of `connectId` has consumed `bytes` more: the sender may send that much more. */
+export interface CreditPacket {
+  type: typeof PacketType.KGW_CREDIT;
+  connectId: bigint;
+  bytes: bigint;
+}
+
 /**
  * A packet whose `type` this build does not know. Decoded rather than rejected so that a newer
  * peer cannot crash an older one: handlers log it and carry on, as upstream does.
@@ -74,6 +86,7 @@ export type Packet =
   | DataPacket
   | CloseDialPacket
   | DrainPacket
+  | CreditPacket
   | UnknownPacket;
 
 const TYPE_NAMES: Record<number, string> = {
@@ -84,6 +97,7 @@ const TYPE_NAMES: Record<number, string> = {
   4: "DATA",
   5: "DIAL_CLS",
   6: "DRAIN",
+  100: "KGW_CREDIT",
 };
 
 /** Upstream's name for a packet type, as used in metric labels and logs. */
@@ -126,3 +140,9 @@ export const dataPacket = (connectId: bigint, data: Uint8Array, error = ""): Dat
 export const closeDial = (random: bigint): CloseDialPacket => ({ type: PacketType.DIAL_CLS, random });
 
 export const drain = (): DrainPacket => ({ type: PacketType.DRAIN });
+
+export const credit = (connectId: bigint, bytes: number): CreditPacket => ({
+  type: PacketType.KGW_CREDIT,
+  connectId,
+  bytes: BigInt(bytes),
+});

@@ -8,6 +8,7 @@ import type { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import { BEARER_PREFIX, Header, parseAgentIdentifiers } from "../proto/headers.js";
 import type { Packet } from "../proto/packet.js";
+import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../tunnel/flow-control.js";
 import type { AgentAuthenticator } from "./agent-auth.js";
 import { AgentSession } from "./agent-session.js";
 import type { BackendRegistry } from "./backend-registry.js";
@@ -64,13 +65,16 @@ export function createAgentConnectHandler(deps: AgentConnectDeps) {
       const headers = new Metadata();
       headers.set(Header.serverId, deps.serverId);
       headers.set(Header.serverCount, String(deps.serverCount));
+      // Our agents offer per-connection flow control; upstream agents never do.
+      const flow = negotiatedFlow(call.metadata.get(FLOW_CONTROL_HEADER));
+      if (flow === "credit") headers.set(FLOW_CONTROL_HEADER, CREDIT_FLOW_V1);
       call.sendMetadata(headers);
 
       const log = deps.log.child({ agentId, tenant: principal.tenant, peer });
       const session = new AgentSession(
         call,
         { agentId, identifiers, tenant: principal.tenant, identity: principal.identity },
-        { dialTimeoutMs: deps.dialTimeoutMs, log, metrics: deps.metrics },
+        { dialTimeoutMs: deps.dialTimeoutMs, flow, log, metrics: deps.metrics },
       );
       deps.metrics.grpcConnections.inc({ service_method: "Connect" });
       deps.metrics.readyBackends.inc();
@@ -80,7 +84,7 @@ export function createAgentConnectHandler(deps: AgentConnectDeps) {
         log.info("agent disconnected");
       });
       deps.registry.add(session);
-      log.info({ identity: principal.identity }, "agent connected");
+      log.info({ identity: principal.identity, flow }, "agent connected");
     } catch (err) {
       const code = err instanceof GatewayError ? grpcStatusFor(err) : status.INTERNAL;
       const details = err instanceof GatewayError ? err.message : "internal error";

@@ -8,8 +8,10 @@
  *    agent went away (at once, not after a timeout);
  *  - every established connection is in `conns` until the agent confirms its close, or the
  *    stream ends; nothing is kept after the stream ends;
- *  - data from the agent for a connection whose caller is backed up pauses reading this stream
- *    (upstream protocol has no per-connection flow control); nothing is queued here.
+ *  - nothing is queued here. With an upstream agent, data for a connection whose caller is
+ *    backed up pauses reading this stream (the protocol has no per-connection flow control).
+ *    With our agent (credit mode, see lib/tunnel/flow-control.ts) the stream is never paused:
+ *    the agent sends at most a window of unconsumed bytes per connection.
  */
 import { EventEmitter } from "node:events";
 import {
@@ -25,6 +27,7 @@ import type { AgentIdentifiers } from "../proto/headers.js";
 import {
   closeDial,
   closeRequest,
+  credit,
   dataPacket,
   dialRequest,
   type Packet,
@@ -32,6 +35,7 @@ import {
   packetTypeName,
 } from "../proto/packet.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../tunnel/endpoints.js";
+import { ConnectionCredit, dataChunks, type FlowMode } from "../tunnel/flow-control.js";
 import { PacketSink } from "../tunnel/packet-sink.js";
 import type { PacketStream } from "../tunnel/packet-stream.js";
 import { PauseLatch } from "../tunnel/pause-latch.js";
@@ -48,6 +52,8 @@ export interface AgentInfo {
 export interface AgentSessionOptions {
   /** 0 disables the timeout. */
   dialTimeoutMs: number;
+  /** "credit" when the agent offered per-connection flow control and we accepted. */
+  flow: FlowMode;
   log: Logger;
   metrics: ServerMetrics;
 }
@@ -66,6 +72,8 @@ interface Connection {
   /** Set once the caller closed; we are waiting for the agent's CLOSE_RSP. */
   closing: NodeJS.Timeout | undefined;
   establishedAt: number;
+  /** Set in credit mode only. */
+  credit: ConnectionCredit | undefined;
 }
 
 export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> {
@@ -158,6 +166,10 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
         if (!this.draining) this.opts.log.info("agent is draining; new dials prefer other agents");
         this.draining = true;
         return;
+      case PacketType.KGW_CREDIT:
+        // Unknown connection: closed while the credit was in flight. Nothing to do.
+        this.conns.get(packet.connectId)?.credit?.replenish(Number(packet.bytes));
+        return;
       default:
         // DIAL_REQ, CLOSE_REQ and unknown types are not valid from an agent. Upstream logs and
         // carries on; so do we, since dropping the stream would hurt every connection on it.
@@ -191,20 +203,35 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
       frontend: pending.frontend,
       closing: undefined,
       establishedAt: Date.now(),
+      credit: undefined,
     };
+    if (this.opts.flow === "credit") {
+      conn.credit = new ConnectionCredit((bytes) => {
+        if (!conn.closing && this.conns.get(connectId) === conn) this.send(credit(connectId, bytes));
+      });
+    }
     this.conns.set(connectId, conn);
     this.opts.metrics.establishedConnections.inc();
     pending.frontend.established(this.linkFor(conn));
   }
 
   private linkFor(conn: Connection): BackendLink {
+    const credit = conn.credit;
     return {
       send: (data) => {
         if (conn.closing || this.conns.get(conn.connectId) !== conn) return true; // dropped: gone
         this.opts.metrics.tunnelBytes.inc({ direction: "to_agent" }, data.byteLength);
-        return this.send(dataPacket(conn.connectId, data));
+        if (!credit) return this.send(dataPacket(conn.connectId, data));
+        let writable = true;
+        for (const chunk of dataChunks(data)) {
+          writable = this.send(dataPacket(conn.connectId, chunk)) && writable;
+          credit.spend(chunk.byteLength);
+        }
+        return writable && credit.canSend;
       },
-      onceWritable: (cb) => this.sink.onceWritable(cb),
+      onceWritable: credit
+        ? (cb) => credit.onceCredit(() => this.sink.onceWritable(cb))
+        : (cb) => this.sink.onceWritable(cb),
       close: () => this.closeFromFrontend(conn),
     };
   }
@@ -218,6 +245,21 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
     }
     if (conn.closing) return; // in flight when the caller closed; CLOSE_RSP is on its way
     this.opts.metrics.tunnelBytes.inc({ direction: "to_client" }, data.byteLength);
+    const credit = conn.credit;
+    if (credit) {
+      const n = data.byteLength;
+      if (!credit.received(n)) {
+        this.opts.log.warn(
+          { connectId: String(connectId) },
+          "agent overran the connection window; closing it",
+        );
+        this.closeFromFrontend(conn);
+        conn.frontend.closed(new ProtocolError("agent sent past its flow-control window"));
+        return;
+      }
+      conn.frontend.deliver(data, () => credit.released(n));
+      return;
+    }
     if (!conn.frontend.deliver(data)) {
       this.readLatch.block(conn);
       conn.frontend.onceWritable(() => this.readLatch.unblock(conn));
@@ -243,6 +285,7 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
 
   private forget(conn: Connection): void {
     this.conns.delete(conn.connectId);
+    conn.credit?.cancel();
     if (conn.closing) clearTimeout(conn.closing);
     this.readLatch.unblock(conn);
     this.opts.metrics.establishedConnections.dec();

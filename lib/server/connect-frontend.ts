@@ -94,7 +94,8 @@ export function serveConnect(opts: ConnectTunnelOptions): void {
           if (earlyBytes >= PRE_DIAL_BUFFER_BYTES) socket.resume();
         },
         dialFailed: fail,
-        deliver: (data) => socket.write(data),
+        deliver: (data, flushed) =>
+          flushed ? socket.write(data, (err) => err || flushed()) : socket.write(data),
         onceWritable: (cb) => {
           if (socket.writableNeedDrain) socket.once("drain", cb);
           else queueMicrotask(cb);

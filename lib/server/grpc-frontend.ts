@@ -56,9 +56,9 @@ export class GrpcFrontendSession {
     stream.once("close", () => this.finish(false));
   }
 
-  private send(packet: Packet): boolean {
+  private send(packet: Packet, written?: () => void): boolean {
     this.metrics.streamPackets.inc({ segment: "to_client", packet_type: packetTypeName(packet) });
-    return this.sink.send(packet);
+    return this.sink.send(packet, written);
   }
 
   private onPacket(packet: Packet): void {
@@ -137,7 +137,7 @@ export class GrpcFrontendSession {
         this.send(dialResponse(conn.random, conn.connectId));
       },
       dialFailed: (err) => this.dialFailed(conn, err),
-      deliver: (data) => this.send(dataPacket(conn.connectId, data)),
+      deliver: (data, flushed) => this.send(dataPacket(conn.connectId, data), flushed),
       onceWritable: (cb) => this.sink.onceWritable(cb),
       closed: (err) => {
         if (this.conns.get(conn.connectId) !== conn) return;

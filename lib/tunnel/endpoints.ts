@@ -16,9 +16,11 @@ export interface FrontendEnd {
   dialFailed(err: GatewayError): void;
   /**
    * Bytes from the destination. `false` means the caller's buffer for this connection is full:
-   * the backend side stops reading until `onceWritable` fires.
+   * the backend side stops reading until `onceWritable` fires. `flushed` runs once the bytes
+   * have left our buffers (written to the socket or handed to HTTP/2); credit-based flow control
+   * returns credit then.
    */
-  deliver(data: Uint8Array): boolean;
+  deliver(data: Uint8Array, flushed?: () => void): boolean;
   /** Runs `cb` once `deliver` may be called again. */
   onceWritable(cb: () => void): void;
   /** The backend side closed (destination closed, or the agent went away when `err` is set). */

@@ -20,10 +20,13 @@ export class PacketSink {
     });
   }
 
-  /** Writes a packet; `false` means the stream is over its high-water mark. */
-  send(packet: Packet): boolean {
+  /**
+   * Writes a packet; `false` means the stream is over its high-water mark. `written` runs once
+   * the stream has taken the packet off its buffer (never, if the stream closes first).
+   */
+  send(packet: Packet, written?: () => void): boolean {
     if (this.closed || this.stream.writableEnded || this.stream.destroyed) return false;
-    return this.stream.write(packet);
+    return written ? this.stream.write(packet, (err) => err || written()) : this.stream.write(packet);
   }
 
   /** Runs `cb` once the stream can take more (or is closed). */

@@ -5,7 +5,7 @@ import type { Packet } from "../proto/packet.js";
  * duplex calls satisfy it, and so does an object-mode PassThrough pair in tests.
  */
 export interface PacketStream {
-  write(packet: Packet): boolean;
+  write(packet: Packet, cb?: (err?: Error | null) => void): boolean;
   end(): unknown;
   destroy(err?: Error): unknown;
   pause(): unknown;

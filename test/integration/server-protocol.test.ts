@@ -86,6 +86,76 @@ describe("agent stream", () => {
   });
 });
 
+describe("per-connection flow control negotiation", () => {
+  it("is not offered to an agent that does not ask (upstream agents)", async () => {
+    const agent = await connectAgent("agent-plain");
+    expect(agent.headers["kgw-flow-control"]).toBeUndefined();
+    // Bytes from a caller reach the agent with no credit packets around them.
+    const fe = frontend();
+    fe.call.write(dialRequest("10.0.0.1:80", 21n));
+    const req = await agent.packets.next(isType(PacketType.DIAL_REQ));
+    agent.call.write(dialResponse(req.random, 22n));
+    const rsp = await fe.packets.next(isType(PacketType.DIAL_RSP));
+    for (let i = 0; i < 40; i++) fe.call.write(dataPacket(rsp.connectId, Buffer.alloc(64 * 1024)));
+    agent.call.write(dataPacket(22n, Buffer.alloc(1024 * 1024)));
+    for (let i = 0; i < 40; i++) await agent.packets.next(isType(PacketType.DATA));
+    await fe.packets.next(isType(PacketType.DATA));
+    expect(agent.packets.pending.some((p) => p.type === PacketType.KGW_CREDIT)).toBe(false);
+    await endCall(fe.call);
+    await endCall(agent.call);
+    await waitFor(() => t.gw.registry.size === 0);
+  });
+
+  it("is accepted from an agent that offers it, and credit flows back as the caller reads", async () => {
+    const agent = await connectAgent("agent-credit", { "kgw-flow-control": "credit-v1" });
+    expect(agent.headers["kgw-flow-control"]).toBe("credit-v1");
+    const fe = frontend();
+    fe.call.write(dialRequest("10.0.0.1:80", 23n));
+    const req = await agent.packets.next(isType(PacketType.DIAL_REQ));
+    agent.call.write(dialResponse(req.random, 24n));
+    await fe.packets.next(isType(PacketType.DIAL_RSP));
+    agent.call.write(dataPacket(24n, Buffer.alloc(512 * 1024)));
+    const granted = await agent.packets.next(isType(PacketType.KGW_CREDIT));
+    expect(granted.connectId).toBe(24n);
+    expect(granted.bytes).toBeGreaterThan(0n);
+    await endCall(fe.call);
+    await endCall(agent.call);
+    await waitFor(() => t.gw.registry.size === 0);
+  });
+
+  it("closes only the connection whose agent overruns its window", async () => {
+    const agent = await connectAgent("agent-overrun", { "kgw-flow-control": "credit-v1" });
+    const fe = frontend();
+    const ids: bigint[] = [];
+    for (const [random, connectId] of [
+      [25n, 26n],
+      [27n, 28n],
+    ] as const) {
+      fe.call.write(dialRequest("10.0.0.1:80", random));
+      const req = await agent.packets.next(isType(PacketType.DIAL_REQ));
+      agent.call.write(dialResponse(req.random, connectId));
+      ids.push((await fe.packets.next(isType(PacketType.DIAL_RSP))).connectId);
+    }
+    // The caller does not read; the agent ignores the window and keeps sending on connection 26.
+    fe.call.pause();
+    // More than the window plus everything the caller's own buffers can absorb.
+    for (let i = 0; i < 48; i++) agent.call.write(dataPacket(26n, Buffer.alloc(256 * 1024)));
+    expect((await agent.packets.next(isType(PacketType.CLOSE_REQ))).connectId).toBe(26n);
+    fe.call.resume();
+    const closed = await fe.packets.next((p): p is Packet => p.type === PacketType.CLOSE_RSP);
+    expect(closed).toMatchObject({ connectId: ids[0], error: expect.stringMatching(/window/) });
+    // The other connection is untouched.
+    agent.call.write(dataPacket(28n, Buffer.from("still here")));
+    const data = await fe.packets.next(
+      (p): p is Packet => p.type === PacketType.DATA && p.connectId === ids[1],
+    );
+    expect(data).toBeDefined();
+    await endCall(fe.call);
+    await endCall(agent.call);
+    await waitFor(() => t.gw.registry.size === 0);
+  });
+});
+
 describe("dial and data through a scripted agent", () => {
   it("relays DIAL_REQ, DIAL_RSP, DATA both ways and CLOSE", async () => {
     const agent = await connectAgent("agent-a");

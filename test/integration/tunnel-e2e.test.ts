@@ -150,3 +150,28 @@ describe("many connections through one agent", () => {
     await waitFor(() => t.gw.activeTunnels === 0, 5000, "all tunnels closed");
   });
 });
+
+describe("a caller that stops reading", () => {
+  async function bytesToClients(): Promise<number> {
+    const m = await t.gw.metrics.tunnelBytes.get();
+    return m.values.find((v) => v.labels.direction === "to_client")?.value ?? 0;
+  }
+
+  it("does not stall the other connections of the same agent", async () => {
+    const stalled = await viaConnect(tls(), backend.address);
+    stalled.pause();
+    const before = await bytesToClients();
+    stalled.write(`GET /bytes?n=${512 * MiB} HTTP/1.1\r\nHost: backend\r\n\r\n`);
+    // Its window fills and then it stays stuck: no more bytes move for it.
+    await waitFor(async () => (await bytesToClients()) - before > 2 * MiB, 5000, "stalled connection filled");
+
+    for (const [, open] of frontends) {
+      const res = await httpOver(await open()(backend.address), `/bytes?n=${16 * MiB}`);
+      expect((await sha256Of(res)).bytes).toBe(16 * MiB);
+    }
+    // The stalled one still holds only about one window, not the 512 MiB it asked for.
+    expect((await bytesToClients()) - before).toBeLessThan(3 * 16 * MiB + 8 * MiB);
+    stalled.destroy();
+    await waitFor(() => t.gw.activeTunnels === 0, 5000, "all tunnels closed");
+  });
+});

@@ -7,6 +7,7 @@ import {
   closeDial,
   closeRequest,
   closeResponse,
+  credit,
   dataPacket,
   dialRequest,
   dialResponse,
@@ -43,6 +44,8 @@ function toReference(p: Exclude<Packet, { type: "unknown" }>): Record<string, un
       return { type: p.type, closeDial: { random: s(p.random) } };
     case PacketType.DRAIN:
       return { type: p.type, drain: {} };
+    case PacketType.KGW_CREDIT:
+      return { type: p.type, credit: { connectID: s(p.connectId), bytes: s(p.bytes) } };
   }
 }
 
@@ -82,6 +85,7 @@ const samples: Array<[string, Exclude<Packet, { type: "unknown" }>]> = [
   ["DATA with error", dataPacket(3n, new Uint8Array(0), "read: connection reset")],
   ["DIAL_CLS", closeDial(123_456_789_012n)],
   ["DRAIN", drain()],
+  ["KGW_CREDIT (our extension)", credit(7n, 2 * 1024 * 1024)],
 ];
 
 describe("packet codec", () => {

@@ -1,0 +1,122 @@
+/**
+ * Per-connection flow control for agent streams whose two ends are both ours.
+ *
+ * Upstream multiplexes every connection of an agent on one gRPC stream with no flow control of
+ * its own, so a receiver whose consumer is slow can only stop reading the whole stream: one
+ * stalled reader stalls every connection of that agent (head-of-line blocking). When both ends
+ * are ours they agree, through stream metadata, to credits instead: each side may have at most
+ * CONNECTION_WINDOW_BYTES of a connection's data unconsumed at the other side, and the receiver
+ * returns credit (a KGW_CREDIT packet) as it hands bytes on. A slow consumer then stops only its
+ * own connection's sender; the stream keeps flowing for everyone else. An upstream peer never
+ * offers or accepts the extension, and never sees a KGW_CREDIT packet.
+ */
+
+/** Metadata key of the offer (agent → server) and the acceptance (server → agent). */
+export const FLOW_CONTROL_HEADER = "kgw-flow-control";
+export const CREDIT_FLOW_V1 = "credit-v1";
+
+export type FlowMode = "upstream" | "credit";
+
+/**
+ * Unconsumed bytes a connection may have in flight per direction. Sized for WAN round trips:
+ * 2 MiB per 20 ms RTT allows ~100 MB/s per connection. It is also what one stalled consumer can
+ * hold in memory at the receiver, so it is a per-connection bound, not a shared one.
+ */
+export const CONNECTION_WINDOW_BYTES = 2 * 1024 * 1024;
+
+/**
+ * Largest DATA payload a sender puts in one packet in credit mode. Larger writes are split
+ * (views, not copies), so a receiver can bound overshoot: the sender stops when its credit is
+ * used up, which is at most one packet late.
+ */
+export const MAX_DATA_PACKET_BYTES = 256 * 1024;
+
+/** Credit is returned in batches of at least this much, to keep KGW_CREDIT packets rare. */
+export const CREDIT_BATCH_BYTES = CONNECTION_WINDOW_BYTES / 8;
+
+/** Chooses the mode for a stream from the peer's offer (agent side: the server's answer). */
+export function negotiatedFlow(headerValues: readonly unknown[]): FlowMode {
+  return headerValues.some(
+    (v) =>
+      typeof v === "string" &&
+      v
+        .split(",")
+        .map((s) => s.trim())
+        .includes(CREDIT_FLOW_V1),
+  )
+    ? "credit"
+    : "upstream";
+}
+
+/**
+ * Credit state of one connection, both directions. Single producer per direction: at most one
+ * waiter for send credit at a time.
+ */
+export class ConnectionCredit {
+  private sendCredit = CONNECTION_WINDOW_BYTES;
+  private outstanding = 0;
+  private toGrant = 0;
+  private waiter: (() => void) | undefined;
+
+  /** `grant` sends a KGW_CREDIT packet for this connection. */
+  constructor(private readonly grant: (bytes: number) => void) {}
+
+  /** Sender: `n` bytes were sent. False once the peer's window is used up: stop reading. */
+  spend(n: number): boolean {
+    this.sendCredit -= n;
+    return this.sendCredit > 0;
+  }
+
+  get canSend(): boolean {
+    return this.sendCredit > 0;
+  }
+
+  /** Runs `cb` once there is send credit again (at once if there is). */
+  onceCredit(cb: () => void): void {
+    if (this.sendCredit > 0) queueMicrotask(cb);
+    else this.waiter = cb;
+  }
+
+  /** The peer returned `n` bytes of credit. */
+  replenish(n: number): void {
+    this.sendCredit += n;
+    if (this.sendCredit > 0 && this.waiter) {
+      const w = this.waiter;
+      this.waiter = undefined;
+      w();
+    }
+  }
+
+  /** Receiver: `n` bytes arrived. False when the peer sent past its window (it broke the rules). */
+  received(n: number): boolean {
+    this.outstanding += n;
+    return this.outstanding <= CONNECTION_WINDOW_BYTES + MAX_DATA_PACKET_BYTES;
+  }
+
+  /** Receiver: `n` bytes left our buffers; credit goes back to the sender in batches. */
+  released(n: number): void {
+    this.outstanding -= n;
+    this.toGrant += n;
+    if (this.toGrant >= CREDIT_BATCH_BYTES) {
+      const bytes = this.toGrant;
+      this.toGrant = 0;
+      this.grant(bytes);
+    }
+  }
+
+  /** Drops a parked waiter (the connection is closing). */
+  cancel(): void {
+    this.waiter = undefined;
+  }
+}
+
+/** Splits a payload into views of at most MAX_DATA_PACKET_BYTES (no copies). */
+export function* dataChunks(data: Uint8Array): Generator<Uint8Array> {
+  if (data.byteLength <= MAX_DATA_PACKET_BYTES) {
+    yield data;
+    return;
+  }
+  for (let off = 0; off < data.byteLength; off += MAX_DATA_PACKET_BYTES) {
+    yield data.subarray(off, Math.min(off + MAX_DATA_PACKET_BYTES, data.byteLength));
+  }
+}
