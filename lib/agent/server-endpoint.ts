@@ -7,15 +7,8 @@
 import { isIPv6 } from "node:net";
 import { type ChannelCredentials, type ChannelOptions, credentials } from "@grpc/grpc-js";
 import type { AgentOptions } from "../config/agent-options.js";
+import { WAN_CHANNEL_OPTIONS } from "../transport/http2-windows.js";
 import { readPem } from "../transport/tls-files.js";
-
-/**
- * HTTP/2 receive window per stream and per connection. The default (64 KiB) caps a stream at
- * 64 KiB per round trip, about 1.3 MB/s over a 50ms WAN link; 4 MiB allows ~80 MB/s there.
- * Memory stays bounded: one agent has one stream per server connection, and a window is the
- * most the server can have in flight towards us before we read.
- */
-export const AGENT_FLOW_CONTROL_WINDOW = 4 * 1024 * 1024;
 
 export interface ServerEndpoint {
   /** "host:port" as grpc-js takes it (IPv6 literals bracketed). */
@@ -38,7 +31,9 @@ export function serverEndpoint(opts: Pick<AgentOptions, "server" | "tls">): Serv
     // Each server connection gets its own TCP connection: through a load balancer, N channels
     // must be able to reach N different servers, which a shared subchannel would prevent.
     "grpc.use_local_subchannel_pool": 1,
-    "grpc-node.flow_control_window": AGENT_FLOW_CONTROL_WINDOW,
+    // WAN-sized HTTP/2 windows (lib/transport/http2-windows.ts); the agent stream carries every
+    // connection of this agent. Bounded: it is the most the server can have in flight to us.
+    ...WAN_CHANNEL_OPTIONS,
     // The tunnel stream is long-lived and stateful; replaying it transparently makes no sense.
     "grpc.enable_retries": 0,
   };

@@ -22,6 +22,7 @@ import {
   type Packet,
   PacketType,
 } from "../proto/packet.js";
+import { WAN_CHANNEL_OPTIONS } from "../transport/http2-windows.js";
 
 type Call = ClientDuplexStream<Packet, Packet>;
 
@@ -75,7 +76,7 @@ export class TunnelClient {
   private readonly client: Client;
 
   constructor(target: string, credentials: ChannelCredentials, options: ChannelOptions = {}) {
-    this.client = new Client(target, credentials, options);
+    this.client = new Client(target, credentials, { ...WAN_CHANNEL_OPTIONS, ...options });
   }
 
   dial(address: string, opts: { timeoutMs?: number } = {}): Promise<TunnelSocket> {

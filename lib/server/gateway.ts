@@ -15,6 +15,7 @@ import type { Logger } from "../observability/logger.js";
 import { acceptFrontendConnection } from "../transport/frontend-connection.js";
 import { AGENT_SERVICE, PROXY_SERVICE } from "../transport/grpc-services.js";
 import { metricsRoute, type RunningHttpServer, startHttpServer } from "../transport/http-endpoints.js";
+import { raiseServerWindows } from "../transport/http2-windows.js";
 import { closeServer, listenTcp, listenUnix } from "../transport/listen.js";
 import { SocketTracker } from "../transport/socket-tracker.js";
 import { serverTlsSettings } from "../transport/tls-files.js";
@@ -239,6 +240,9 @@ export class Gateway {
   private inject(server: GrpcServer): ConnectionInjector {
     this.grpcServers.push(server);
     const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
+    if (!raiseServerWindows(server)) {
+      this.log.warn("could not raise HTTP/2 windows (grpc-js internals changed); WAN throughput will suffer");
+    }
     this.injectors.push(injector);
     return injector;
   }

@@ -194,3 +194,24 @@ describe("the agent port and the plain HTTP ports", () => {
     await healthy();
   });
 });
+
+describe("HTTP/2 windows", () => {
+  it.each([
+    ["agent port", () => t.gw.addresses.agent.port],
+    ["frontend port", () => t.gw.addresses.frontend!.port],
+  ])("the %s advertises WAN-sized windows, not HTTP/2's 64 KiB", async (_name, port) => {
+    const { connect } = await import("node:http2");
+    const { HTTP2_STREAM_WINDOW_BYTES } = await import("../../lib/transport/http2-windows.js");
+    const session = connect(`https://localhost:${port()}`, {
+      ca: t.pki.ca.certPem,
+      cert: t.pki.frontend.certPem,
+      key: t.pki.frontend.keyPem,
+    });
+    const settings = await new Promise<{ initialWindowSize?: number }>((resolve, reject) => {
+      session.once("remoteSettings", resolve);
+      session.once("error", reject);
+    });
+    expect(settings.initialWindowSize).toBe(HTTP2_STREAM_WINDOW_BYTES);
+    await new Promise<void>((r) => session.close(() => r()));
+  });
+});
