@@ -5,15 +5,19 @@
  * over a 20 ms link, whatever the bandwidth. An agent stream carries every connection of that
  * agent, so its window bounds their sum. grpc-js sets client windows from the
  * `grpc-node.flow_control_window` channel option but leaves server sessions at the default, so
- * the server side is raised here.
+ * the server's per-stream window is raised here.
+ *
+ * The server's connection-level window is deliberately left at the default for now: raising it
+ * with `session.setLocalWindowSize` made Node's HTTP/2 session miss the end of a killed agent's
+ * connection in about half of our agent-kill tests (test/integration/lifecycle.test.ts), so the
+ * agent's tunnels stayed open until keepalive. Detecting a dead agent at once matters more; see
+ * docs/PERFORMANCE.md for what this costs on WAN links.
  */
-import type { Http2Server, Http2Session } from "node:http2";
+import type { Http2Server } from "node:http2";
 import type { Server as GrpcServer } from "@grpc/grpc-js";
 
 /** Per-stream window: 16 MiB per 20 ms RTT ≈ 800 MB/s for one agent stream. */
 export const HTTP2_STREAM_WINDOW_BYTES = 16 * 1024 * 1024;
-/** Per-connection window: room for a few busy streams on one HTTP/2 connection. */
-export const HTTP2_CONNECTION_WINDOW_BYTES = 32 * 1024 * 1024;
 
 /** Channel options for our gRPC clients (agent, tunnel client). */
 export const WAN_CHANNEL_OPTIONS = { "grpc-node.flow_control_window": HTTP2_STREAM_WINDOW_BYTES } as const;
@@ -34,9 +38,6 @@ export function raiseServerWindows(server: GrpcServer): boolean {
   for (const h2 of servers.keys()) {
     if (!isHttp2Server(h2)) continue;
     h2.updateSettings({ initialWindowSize: HTTP2_STREAM_WINDOW_BYTES });
-    h2.on("session", (session: Http2Session) => {
-      session.setLocalWindowSize(HTTP2_CONNECTION_WINDOW_BYTES);
-    });
     raised = true;
   }
   return raised;

@@ -16,6 +16,15 @@ import { getTestPki } from "../helpers/pki.js";
 let backend: HttpBackend;
 let baseline: Map<string, number>;
 
+/** Fails with `what` instead of hanging the test when `p` does not settle in time. */
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not within ${ms}ms`)), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
 /** Handles and requests alive in this process, by kind, for the leak check. */
 function resources(): Map<string, number> {
   const m = new Map<string, number>();
@@ -89,9 +98,9 @@ describe("an agent process that dies", () => {
     await waitFor(() => t.gw.ready, 15_000, "agent process connected");
 
     // A download that is still running when the agent is killed.
-    const r = await connectThrough(tlsProxy(t), backend.address);
+    const r = await within(connectThrough(tlsProxy(t), backend.address), 5000, "CONNECT");
     expect(r.status).toBe(200);
-    const res = await httpOver(r.socket, `/bytes?n=${1024 * 1024 * 1024}`);
+    const res = await within(httpOver(r.socket, `/bytes?n=${1024 * 1024 * 1024}`), 5000, "download response");
     let received = 0;
     const closed = new Promise<number>((resolve) => {
       res.on("data", (c: Buffer) => {
@@ -103,19 +112,24 @@ describe("an agent process that dies", () => {
     await waitFor(() => received > 1024 * 1024, 10_000, "download under way");
     const killedAt = Date.now();
     first.child.kill("SIGKILL");
-    const closedAt = await closed;
+    const closedAt = await within(closed, 5000, "client told of the lost agent");
     expect(closedAt - killedAt).toBeLessThan(1000);
     expect(received).toBeLessThan(1024 * 1024 * 1024);
     await waitFor(() => !t.gw.ready, 5000, "gateway noticed");
 
     const second = spawnKgw(agentProcessArgs(t), env);
     await waitFor(() => t.gw.ready, 15_000, "restarted agent connected");
-    const again = await connectThrough(tlsProxy(t), backend.address);
-    expect(await bodyText(await httpOver(again.socket, "/hello"))).toBe("hello from the backend");
+    const again = await within(connectThrough(tlsProxy(t), backend.address), 5000, "CONNECT after restart");
+    expect(
+      await within(bodyText(await httpOver(again.socket, "/hello")), 5000, "request after restart"),
+    ).toBe("hello from the backend");
 
     second.child.kill("SIGTERM");
-    expect(await second.exited).toEqual({ code: 0, signal: null });
-    await first.exited;
+    expect(await within(second.exited, 15_000, "agent exit after SIGTERM")).toEqual({
+      code: 0,
+      signal: null,
+    });
+    await within(first.exited, 5000, "killed agent reaped");
     await t.gw.close();
   });
 });
@@ -201,7 +215,13 @@ describe("a draining agent", () => {
       "--agent-id=agent-b",
       "--drain-timeout=10s",
     ]);
-    await waitFor(() => t.gw.registry.size === 2, 5000, "both agents connected");
+    // Both sides must see the connections: an agent drops a connection still in its handshake
+    // when it starts draining.
+    await waitFor(
+      () => t.gw.registry.size === 2 && a.agent.ready && b.agent.ready,
+      5000,
+      "both agents connected",
+    );
     const draining = b.agent.drain();
     await waitFor(() => [...t.gw.registry.all()].some((s) => s.info.agentId === "agent-b" && s.draining));
     for (let i = 0; i < 20; i++) {
