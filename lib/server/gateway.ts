@@ -9,10 +9,13 @@ import { createServer as createNetServer } from "node:net";
 import { createServer as createTlsServer } from "node:tls";
 import { type ConnectionInjector, Server as GrpcServer, ServerCredentials } from "@grpc/grpc-js";
 import type { ServerOptions } from "../config/server-options.js";
-import { ConfigError } from "../errors.js";
+import { ConfigError, ShuttingDownError } from "../errors.js";
 import { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
-import { acceptFrontendConnection } from "../transport/frontend-connection.js";
+import {
+  acceptFrontendConnection,
+  type FrontendConnectionOptions,
+} from "../transport/frontend-connection.js";
 import { AGENT_SERVICE, PROXY_SERVICE } from "../transport/grpc-services.js";
 import { metricsRoute, type RunningHttpServer, startHttpServer } from "../transport/http-endpoints.js";
 import { raiseServerWindows } from "../transport/http2-windows.js";
@@ -143,7 +146,11 @@ export class Gateway {
 
     // Frontend: gRPC ProxyService and HTTP CONNECT on the same listeners.
     const frontendGrpc = grpcServer(opts.frontend.keepaliveMs);
-    const dialer: Dialer = (req, end) => this.registry.dial(DEFAULT_TENANT, req, end);
+    const dialer: Dialer = (req, end) => {
+      // Streams and sockets accepted before shutdown began may still ask; they get a clear no.
+      if (!this.accepting) throw new ShuttingDownError();
+      return this.registry.dial(DEFAULT_TENANT, req, end);
+    };
     frontendGrpc.addService(PROXY_SERVICE, {
       proxy: (call: ConstructorParameters<typeof GrpcFrontendSession>[0]) => {
         const session = new GrpcFrontendSession(
@@ -161,19 +168,14 @@ export class Gateway {
       },
     });
     const frontendInjector = this.inject(frontendGrpc);
-    const connectionOptions = (listener: string) => ({
+    const connectionOptions = (listener: string): FrontendConnectionOptions => ({
       listener,
       maxHeaderBytes: opts.frontend.maxHeaderBytes,
       headerTimeoutMs: opts.frontend.headerTimeoutMs,
       log: log.child({ component: "frontend", listener }),
       metrics: this.metrics,
-      onGrpc: (c: Parameters<ConnectionInjector["injectConnection"]>[0]) =>
-        frontendInjector.injectConnection(c),
-      onConnect: (socket: Socket, request: { target: string }, rest: Buffer) => {
-        if (!this.accepting) {
-          socket.destroy();
-          return;
-        }
+      onGrpc: (c) => frontendInjector.injectConnection(c),
+      onConnect: (socket, request, rest) => {
         serveConnect({
           socket,
           address: request.target,
