@@ -104,11 +104,32 @@ export class DialFailedError extends GatewayError {
   }
 }
 
-/** The dial did not complete within the backend dial timeout. */
+/** The dial did not complete in time: ours (`timeoutMs`), or the agent's own connect timeout. */
 export class DialTimeoutError extends GatewayError {
-  constructor(readonly timeoutMs: number) {
-    super("ERR_DIAL_TIMEOUT", `dial timed out after ${timeoutMs}ms`);
+  constructor(
+    readonly timeoutMs: number | null,
+    message = `dial timed out after ${timeoutMs}ms`,
+  ) {
+    super("ERR_DIAL_TIMEOUT", message);
   }
+}
+
+/** The agent's host ran out of file descriptors; upstream answers 503 for it. */
+export class AgentOverloadedError extends GatewayError {
+  constructor(message: string) {
+    super("ERR_NO_AGENT", message);
+  }
+}
+
+/**
+ * Types a dial error an agent reported. The protocol carries it as free text (Go's error string),
+ * so this is the one place that reads it, with upstream's own rules (mapDialErrorToHTTPStatus):
+ * a timeout is 504, "too many open files" 503, anything else 502.
+ */
+export function agentDialError(text: string): GatewayError {
+  if (/timeout|deadline exceeded/i.test(text)) return new DialTimeoutError(null, text);
+  if (/too many open files/i.test(text)) return new AgentOverloadedError(text);
+  return new DialFailedError(text);
 }
 
 /** The dial was cancelled by the caller (DIAL_CLS or the caller went away). */
@@ -149,7 +170,8 @@ const HTTP_STATUS: Record<ErrorCode, number> = {
   ERR_PROXY_AUTH_REQUIRED: 407,
   ERR_FORBIDDEN: 403,
   ERR_QUOTA: 429,
-  // Upstream answers 503 when no agent is connected and 500 when the dial could not be sent.
+  // Upstream v0.36 answers 500 when no agent is connected; 503 says what it is (temporarily
+  // unavailable) and is what load balancers and clients retry on. See docs/COMPATIBILITY.md.
   ERR_NO_AGENT: 503,
   ERR_AGENT_GONE: 503,
   ERR_DIAL_FAILED: 502,

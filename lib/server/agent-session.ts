@@ -16,6 +16,7 @@
 import { EventEmitter } from "node:events";
 import {
   AgentGoneError,
+  agentDialError,
   DialFailedError,
   DialTimeoutError,
   type GatewayError,
@@ -189,7 +190,7 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
     this.endPending(pending);
     if (error) {
       this.opts.metrics.dialFailures.inc({ reason: "error_response" });
-      pending.frontend.dialFailed(new DialFailedError(error));
+      pending.frontend.dialFailed(agentDialError(error));
       return;
     }
     if (this.conns.has(connectId)) {

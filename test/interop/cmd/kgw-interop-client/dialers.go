@@ -66,7 +66,8 @@ func newDialer(cfg *config) (dialer, error) {
 // grpcOptions mirrors kube-apiserver's egress selector: over a Unix socket, plaintext with a
 // custom dialer (WithBlock, WithReturnConnectionError); over TCP, the same with mTLS.
 func grpcOptions(cfg *config) ([]grpc.DialOption, string, error) {
-	opts := []grpc.DialOption{grpc.WithBlock(), grpc.WithReturnConnectionError()} //nolint:staticcheck // as kube-apiserver
+	// Both deprecated in grpc-go, and both still passed by kube-apiserver.
+	opts := []grpc.DialOption{grpc.WithBlock(), grpc.WithReturnConnectionError()}
 	if cfg.uds != "" {
 		uds := cfg.uds
 		opts = append(opts,
@@ -103,7 +104,8 @@ func clientTLS(cfg *config) (*tls.Config, error) {
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: cfg.serverName}, nil
 }
 
-// singleUseDialer: one gRPC connection and tunnel per dial (kube-apiserver up to 1.36).
+// singleUseDialer: one gRPC connection and tunnel per dial, as kube-apiserver has done since
+// the egress selector was introduced.
 type singleUseDialer struct {
 	target string
 	opts   []grpc.DialOption

@@ -39,7 +39,10 @@ type result map[string]any
 func main() {
 	var cfg config
 	var scenarios string
-	flag.StringVar(&cfg.transport, "transport", "grpc", "grpc (single-use tunnel per dial, kube-apiserver <= 1.36), grpc-reusable (one tunnel, a Proxy stream per dial), or connect (HTTP CONNECT)")
+	flag.StringVar(&cfg.transport, "transport", "grpc",
+		"grpc: a single-use tunnel per dial (CreateSingleUseGrpcTunnelWithContext); "+
+			"grpc-reusable: one connection, a Proxy stream per dial (CreateGRPCTunnel); "+
+			"connect: HTTP CONNECT")
 	flag.StringVar(&cfg.uds, "uds", "", "Unix socket of the proxy server frontend (plaintext)")
 	flag.StringVar(&cfg.addr, "addr", "", "host:port of the proxy server frontend (TLS)")
 	flag.StringVar(&cfg.caCert, "ca-cert", "", "CA that signed the proxy server's certificate")
@@ -52,7 +55,8 @@ func main() {
 	flag.Int64Var(&cfg.downloadN, "download-bytes", 32<<20, "size of the download scenario")
 	flag.Int64Var(&cfg.uploadN, "upload-bytes", 8<<20, "size of the upload scenario")
 	flag.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "time limit of one scenario")
-	flag.StringVar(&scenarios, "scenarios", "http,download,upload,closed-port,dial-cancel,close-client,close-backend", "comma-separated scenarios: "+strings.Join(scenarioNames(), ", "))
+	flag.StringVar(&scenarios, "scenarios", "http,download,upload,closed-port,dial-cancel,close-client,close-backend",
+		"comma-separated scenarios: "+strings.Join(scenarioNames(), ", "))
 	flag.Parse()
 
 	if err := validate(&cfg); err != nil {

@@ -1,0 +1,22 @@
+import { describe, expect, it } from "vitest";
+import { agentDialError, grpcStatusFor, httpStatusFor, NoAgentError } from "../../lib/errors.js";
+
+describe("dial errors reported by agents map to HTTP status as upstream maps them", () => {
+  it.each([
+    ["dial tcp 10.0.0.5:10250: i/o timeout", 504, "ERR_DIAL_TIMEOUT"],
+    ["context deadline exceeded", 504, "ERR_DIAL_TIMEOUT"],
+    ["dial tcp 10.0.0.5:10250: socket: too many open files", 503, "ERR_NO_AGENT"],
+    ["dial tcp 10.0.0.5:10250: connect: connection refused", 502, "ERR_DIAL_FAILED"],
+    ["dial tcp: lookup nowhere.invalid: no such host", 502, "ERR_DIAL_FAILED"],
+  ])("%s → %d", (text, status, code) => {
+    const err = agentDialError(text);
+    expect(httpStatusFor(err)).toBe(status);
+    expect(err.code).toBe(code);
+    expect(err.message).toBe(text);
+  });
+
+  it("maps unknown failures to 500 and UNAVAILABLE for a missing agent", () => {
+    expect(httpStatusFor(new Error("boom"))).toBe(500);
+    expect(grpcStatusFor(new NoAgentError())).toBe(14);
+  });
+});
