@@ -251,7 +251,13 @@ export class Gateway {
 
   private track(server: Server, name: string): void {
     this.listeners.push(server);
-    server.on("connection", (socket: Socket) => this.sockets.add(socket));
+    server.on("connection", (socket: Socket) => {
+      // Tunnels carry interactive traffic (exec, port-forward) and small protocol answers
+      // ("200 Connection established", DIAL_RSP): Nagle's delay against the peer's delayed ACK
+      // added ~40 ms to every CONNECT dial.
+      socket.setNoDelay(true);
+      this.sockets.add(socket);
+    });
     server.on("tlsClientError", (err: Error) => {
       this.metrics.rejectedConnections.inc({ listener: name, reason: "tls" });
       this.log.debug({ listener: name, err: err.message }, "TLS handshake failed");
