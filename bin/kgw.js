@@ -10,7 +10,7 @@ run(process.argv.slice(2), process.env).then(
     setTimeout(() => process.exit(code), 2000).unref();
   },
   (err) => {
-    process.stderr.write(`kgw: ${err && err.stack ? err.stack : err}\n`);
+    process.stderr.write(`kgw: ${err?.stack ? err.stack : err}\n`);
     process.exitCode = 1;
   },
 );

@@ -1,0 +1,115 @@
+/** Command-line options of `npm run bench`. */
+import type { BenchOptions, Sizes } from "./types.js";
+
+export const USAGE = `Usage: npm run bench -- [options]
+
+  --quick               tiny sizes (seconds, not minutes): the smoke test's mode
+  --only <a,b>          run only these scenarios (see --list); repeatable
+  --upstream=auto|on|off
+                        the upstream column: auto = when \`go\` is on the PATH (default)
+  --json <file>         also write the results as JSON
+  --markdown            print the tables as Markdown (for docs/PERFORMANCE.md)
+  --render <file>       print the tables of an earlier --json file and exit
+  --no-build            use dist/ as it is (default: \`npm run build\` when sources are newer)
+  --profile <dir>       write CPU profiles of the kgw server and agent processes into <dir>
+  --list                list the scenarios and exit
+  --help
+`;
+
+export function parseArgs(argv: readonly string[]): BenchOptions | "help" {
+  const o: BenchOptions = {
+    quick: false,
+    only: [],
+    upstream: "auto",
+    markdown: false,
+    build: true,
+    list: false,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const eq = arg.indexOf("=");
+    const name = eq > 0 ? arg.slice(0, eq) : arg;
+    const inline = eq > 0 ? arg.slice(eq + 1) : undefined;
+    const takeValue = (): string => {
+      if (inline !== undefined) return inline;
+      const next = argv[++i];
+      if (next === undefined) throw new Error(`${name} needs a value`);
+      return next;
+    };
+    switch (name) {
+      case "--quick":
+        o.quick = true;
+        break;
+      case "--only":
+        o.only.push(
+          ...takeValue()
+            .split(",")
+            .map((s) => s.trim())
+            .filter(Boolean),
+        );
+        break;
+      case "--upstream": {
+        const v = takeValue();
+        if (v !== "auto" && v !== "on" && v !== "off") throw new Error(`--upstream must be auto, on or off`);
+        o.upstream = v;
+        break;
+      }
+      case "--json":
+        o.json = takeValue();
+        break;
+      case "--markdown":
+        o.markdown = true;
+        break;
+      case "--render":
+        o.render = takeValue();
+        break;
+      case "--no-build":
+        o.build = false;
+        break;
+      case "--profile":
+        o.profileDir = takeValue();
+        break;
+      case "--list":
+        o.list = true;
+        break;
+      case "--help":
+      case "-h":
+        return "help";
+      default:
+        throw new Error(`unknown option ${arg}`);
+    }
+  }
+  return o;
+}
+
+export function sizesFor(quick: boolean): Sizes {
+  return quick
+    ? {
+        bulkBytes: 2 * 1024 * 1024,
+        bulkMaxMs: 300,
+        repeats: 1,
+        latencyDials: 20,
+        dialRateMs: 300,
+        dialConcurrency: 8,
+        memoryCounts: [10, 40],
+        holWindowMs: 300,
+        warmupMs: 100,
+        warmupDials: 5,
+        pings: 10,
+        settleMs: 200,
+      }
+    : {
+        bulkBytes: 512 * 1024 * 1024,
+        bulkMaxMs: 2000,
+        repeats: 5,
+        latencyDials: 2000,
+        dialRateMs: 5000,
+        dialConcurrency: 64,
+        memoryCounts: [1000, 10_000],
+        holWindowMs: 2000,
+        warmupMs: 1000,
+        warmupDials: 50,
+        pings: 100,
+        settleMs: 2000,
+      };
+}

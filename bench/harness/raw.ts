@@ -1,0 +1,165 @@
+/**
+ * Protocol-level clients for figures the ordinary clients hide:
+ *  - RawProxyStream: one ProxyService.Proxy stream kept open, dialing on it packet by packet
+ *    (DIAL_REQ → DIAL_RSP round trips without stream setup), with our wire codec;
+ *  - idle agent streams: AgentService.Connect streams, each on its own TLS + HTTP/2 connection
+ *    as real agents have, opened with node:http2 directly (a grpc-js channel per fake agent
+ *    would cost the benchmark process far more than the gateway it measures).
+ */
+import { randomBytes } from "node:crypto";
+import { type ClientHttp2Session, type ClientHttp2Stream, connect as http2Connect } from "node:http2";
+import { Client, type ClientDuplexStream, Metadata } from "@grpc/grpc-js";
+import { decodePacket, encodePacket } from "../../lib/proto/codec.js";
+import { closeRequest, dataPacket, dialRequest, type Packet, PacketType } from "../../lib/proto/packet.js";
+import { frontendCredentials } from "./paths.js";
+import type { BenchPki } from "./pki.js";
+import { LOOPBACK } from "./ports.js";
+import { PING } from "./protocol.js";
+import { inBatches, now, withTimeout } from "./util.js";
+
+const PACKET_WAIT_MS = 15_000;
+/** Packets nobody waited for are kept this long (a few dials' worth), then dropped. */
+const MAX_UNCLAIMED = 256;
+
+export function rawProxyClient(pki: BenchPki, frontendPort: number): Client {
+  return new Client(`${LOOPBACK}:${frontendPort}`, frontendCredentials(pki), {
+    "grpc.ssl_target_name_override": "localhost",
+  });
+}
+
+export class RawProxyStream {
+  private readonly call: ClientDuplexStream<Packet, Packet>;
+  private readonly unclaimed: Packet[] = [];
+  private waiter: { pred: (p: Packet) => boolean; resolve: (p: Packet) => void } | null = null;
+  private failure: Error | null = null;
+
+  constructor(client: Client) {
+    this.call = client.makeBidiStreamRequest(
+      "/ProxyService/Proxy",
+      encodePacket,
+      decodePacket,
+      new Metadata(),
+    );
+    this.call.on("data", (p: Packet) => {
+      if (this.waiter?.pred(p)) {
+        const w = this.waiter;
+        this.waiter = null;
+        w.resolve(p);
+        return;
+      }
+      this.unclaimed.push(p);
+      if (this.unclaimed.length > MAX_UNCLAIMED) this.unclaimed.shift();
+    });
+    this.call.on("error", (err) => {
+      this.failure = err;
+    });
+    this.call.on("end", () => {
+      this.failure ??= new Error("stream ended");
+    });
+  }
+
+  private next(pred: (p: Packet) => boolean): Promise<Packet> {
+    const i = this.unclaimed.findIndex(pred);
+    if (i >= 0) return Promise.resolve(this.unclaimed.splice(i, 1)[0]!);
+    if (this.failure) return Promise.reject(this.failure);
+    const wait = new Promise<Packet>((resolve) => {
+      this.waiter = { pred, resolve };
+    });
+    return withTimeout(wait, PACKET_WAIT_MS, "packet").finally(() => {
+      this.waiter = null;
+    });
+  }
+
+  /** DIAL_REQ → DIAL_RSP; resolves with the connection ID and the round trip in ms. */
+  async dial(address: string): Promise<{ connectId: bigint; ms: number }> {
+    const random = randomBytes(8).readBigInt64BE() & 0x7fff_ffff_ffff_ffffn;
+    const t0 = now();
+    this.call.write(dialRequest(address, random));
+    const rsp = await this.next((p) => p.type === PacketType.DIAL_RSP && p.random === random);
+    const ms = now() - t0;
+    if (rsp.type !== PacketType.DIAL_RSP || rsp.error) {
+      throw new Error(`dial failed: ${rsp.type === PacketType.DIAL_RSP ? rsp.error : "?"}`);
+    }
+    return { connectId: rsp.connectId, ms };
+  }
+
+  /** PING through the connection and wait for the PONG. */
+  async ping(connectId: bigint): Promise<void> {
+    this.call.write(dataPacket(connectId, PING));
+    await this.next((p) => p.type === PacketType.DATA && p.connectId === connectId);
+  }
+
+  /** CLOSE_REQ → CLOSE_RSP. */
+  async close(connectId: bigint): Promise<void> {
+    this.call.write(closeRequest(connectId));
+    await this.next((p) => p.type === PacketType.CLOSE_RSP && p.connectId === connectId);
+  }
+
+  end(): void {
+    this.call.on("error", () => {});
+    this.call.cancel();
+  }
+}
+
+export interface AgentStreams {
+  count: number;
+  close(): void;
+}
+
+/**
+ * Opens `count` idle agent streams, `concurrency` at a time, each with a distinct agent ID and
+ * on its own connection; resolves once the server answered every one with its serverID header.
+ * Authenticates both ways at once (client certificate and bearer token): our gateway in the
+ * benchmark checks the token, upstream the certificate.
+ */
+export async function openAgentStreams(
+  pki: BenchPki,
+  agentPort: number,
+  opts: { count: number; concurrency: number; idPrefix: string; token: string },
+): Promise<AgentStreams> {
+  const sessions: ClientHttp2Session[] = [];
+  const streams: ClientHttp2Stream[] = [];
+  const close = () => {
+    for (const s of sessions) s.destroy();
+  };
+  try {
+    await inBatches(opts.count, opts.concurrency, async (i) => {
+      const session = http2Connect(`https://${LOOPBACK}:${agentPort}`, {
+        ca: pki.caPem,
+        cert: pki.agentCertPem,
+        key: pki.agentKeyPem,
+        servername: "localhost",
+      });
+      session.on("error", () => {});
+      sessions.push(session);
+      const stream = session.request(
+        {
+          ":method": "POST",
+          ":path": "/AgentService/Connect",
+          "content-type": "application/grpc",
+          te: "trailers",
+          agentid: `${opts.idPrefix}-${i}`,
+          authorization: `Bearer ${opts.token}`,
+        },
+        { endStream: false },
+      );
+      stream.on("error", () => {});
+      streams.push(stream);
+      await withTimeout(
+        new Promise<void>((resolve, reject) => {
+          stream.once("response", (headers) => {
+            if (headers.serverid) resolve();
+            else reject(new Error(`agent stream refused: ${JSON.stringify(headers)}`));
+          });
+          stream.once("close", () => reject(new Error("agent stream closed")));
+        }),
+        30_000,
+        "agent stream",
+      );
+    });
+  } catch (err) {
+    close();
+    throw err;
+  }
+  return { count: opts.count, close };
+}

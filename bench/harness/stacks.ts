@@ -1,0 +1,281 @@
+/**
+ * Starting the systems under test, each piece in its own process, on loopback only:
+ *  - the backend (source/sink) and the helpers (relay, delay proxy): bench/harness/helper-main.ts;
+ *  - ours: `node bin/kgw.js server` and `node bin/kgw.js agent`, TLS on both legs (frontend
+ *    mTLS, agent TLS + token), as an operator runs them;
+ *  - upstream: proxy-server (one per frontend mode) and proxy-agent with mTLS for the agent.
+ * A delay proxy, when asked for, sits between agent and server (between the two relays for the
+ * relay chain). Everything started is registered in the scenario's scope and stopped with it.
+ */
+import { request } from "node:http";
+import path from "node:path";
+import { AGENT_TOKEN } from "./pki.js";
+import { freePort, LOOPBACK } from "./ports.js";
+import { Child } from "./procs.js";
+import { REPO_ROOT } from "./repo.js";
+import type { BenchContext } from "./types.js";
+import { waitUntil } from "./util.js";
+
+const NODE = process.execPath;
+/** `KGW_BENCH_BIN` runs another build's CLI (e.g. a worktree of an older commit) against this harness. */
+const KGW_BIN = process.env.KGW_BENCH_BIN ?? path.join(REPO_ROOT, "bin", "kgw.js");
+const HELPER = path.join(REPO_ROOT, "bench", "harness", "helper-main.ts");
+const START_MS = 20_000;
+
+export interface Endpoint {
+  port: number;
+  child: Child;
+}
+
+async function startHelper(ctx: BenchContext, name: string, args: string[]): Promise<Endpoint> {
+  const child = new Child(name, NODE, ["--import", "tsx", HELPER, ...args]);
+  ctx.scope.defer(() => child.stop());
+  const line = await child.waitForLine((l) => l.startsWith('{"port"'), START_MS);
+  return { port: (JSON.parse(line) as { port: number }).port, child };
+}
+
+export function startBackend(ctx: BenchContext): Promise<Endpoint> {
+  return startHelper(ctx, "backend", ["backend"]);
+}
+
+export function startDelay(ctx: BenchContext, targetPort: number, delayMs: number): Promise<Endpoint> {
+  return startHelper(ctx, `delay-${delayMs}ms`, [
+    "delay",
+    `--target-port=${targetPort}`,
+    `--delay-ms=${delayMs}`,
+  ]);
+}
+
+/** One plain relay hop in front of `targetPort`. */
+export function startRelay(ctx: BenchContext, targetPort: number): Promise<Endpoint> {
+  return startHelper(ctx, "relay", ["relay", `--target-port=${targetPort}`]);
+}
+
+export interface RelayChain {
+  /** Where clients connect (the first relay). */
+  port: number;
+  /** Plays the gateway's part: holds the client's connection. */
+  first: Child;
+  /** Plays the agent's part: holds the connection to the backend. */
+  second: Child;
+  delay: Child | null;
+}
+
+/** client → relay → [delay proxy →] relay → backend. */
+export async function startRelayChain(
+  ctx: BenchContext,
+  backendPort: number,
+  delayMsEachWay?: number,
+): Promise<RelayChain> {
+  const second = await startHelper(ctx, "relay-2", ["relay", `--target-port=${backendPort}`]);
+  const delay = delayMsEachWay === undefined ? null : await startDelay(ctx, second.port, delayMsEachWay);
+  const first = await startHelper(ctx, "relay-1", ["relay", `--target-port=${(delay ?? second).port}`]);
+  return { port: first.port, first: first.child, second: second.child, delay: delay?.child ?? null };
+}
+
+export type FrontendMode = "grpc" | "connect";
+
+export interface TunnelStack {
+  label: string;
+  /** Frontend modes this server serves (ours: both; upstream: the one it was started with). */
+  modes: FrontendMode[];
+  frontendPort: number;
+  agentPort: number;
+  healthPort: number;
+  server: Child;
+  agent: Child | null;
+  delay: Child | null;
+}
+
+export interface StackOptions {
+  /** Start the agent (default true); the memory scenario plays the agents itself. */
+  agent?: boolean;
+  /** A delay proxy between agent and server, this many ms each way. */
+  delayMsEachWay?: number;
+}
+
+function httpStatus(port: number, urlPath: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: LOOPBACK, port, path: urlPath, agent: false, timeout: 2000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on("timeout", () => req.destroy(new Error("timeout")));
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+async function waitHealthy(stack: TunnelStack, withAgent: boolean): Promise<void> {
+  const what = withAgent ? "/readyz" : "/healthz";
+  await waitUntil(
+    async () => {
+      if (!stack.server.alive) throw new Error("server exited");
+      return (await httpStatus(stack.healthPort, what)) === 200;
+    },
+    START_MS,
+    `${stack.label} ${what}`,
+    () => [stack.server.tail(), stack.agent?.tail() ?? ""].join("\n"),
+  );
+}
+
+/** Node flags for our processes: CPU profiles when --profile is given. */
+function nodeFlags(ctx: BenchContext, name: string): string[] {
+  const dir = ctx.options.profileDir;
+  return dir
+    ? ["--cpu-prof", `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`]
+    : [];
+}
+
+export async function startKgw(ctx: BenchContext, opts: StackOptions = {}): Promise<TunnelStack> {
+  const f = ctx.pki.files;
+  const [frontendPort, agentPort, adminPort, healthPort] = await Promise.all([
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+  ]);
+  const env = { KGW_AGENT_TOKEN: AGENT_TOKEN };
+  const server = new Child(
+    "kgw-server",
+    NODE,
+    [
+      ...nodeFlags(ctx, "kgw-server"),
+      KGW_BIN,
+      "server",
+      "--server-id=bench-kgw",
+      `--server-port=${frontendPort}`,
+      `--server-bind-address=${LOOPBACK}`,
+      `--server-cert=${f.serverCert}`,
+      `--server-key=${f.serverKey}`,
+      `--server-ca-cert=${f.caCert}`,
+      `--agent-port=${agentPort}`,
+      `--agent-bind-address=${LOOPBACK}`,
+      `--cluster-cert=${f.serverCert}`,
+      `--cluster-key=${f.serverKey}`,
+      `--admin-port=${adminPort}`,
+      `--admin-bind-address=${LOOPBACK}`,
+      `--health-port=${healthPort}`,
+      `--health-bind-address=${LOOPBACK}`,
+      "--graceful-shutdown-timeout=1s",
+      "--log-level=warn",
+    ],
+    env,
+  );
+  // Profiles are written at a normal exit: give the graceful shutdown time to finish.
+  ctx.scope.defer(() => server.stop(8000));
+  const stack: TunnelStack = {
+    label: "kgw",
+    modes: ["grpc", "connect"],
+    frontendPort,
+    agentPort,
+    healthPort,
+    server,
+    agent: null,
+    delay: null,
+  };
+  if (opts.agent === false) {
+    await waitHealthy(stack, false);
+    return stack;
+  }
+  const delay =
+    opts.delayMsEachWay === undefined ? null : await startDelay(ctx, agentPort, opts.delayMsEachWay);
+  stack.delay = delay?.child ?? null;
+  const agent = new Child(
+    "kgw-agent",
+    NODE,
+    [
+      ...nodeFlags(ctx, "kgw-agent"),
+      KGW_BIN,
+      "agent",
+      `--proxy-server-host=${LOOPBACK}`,
+      `--proxy-server-port=${delay?.port ?? agentPort}`,
+      "--server-name=localhost",
+      `--ca-cert=${f.caCert}`,
+      "--agent-id=bench-agent",
+      `--health-server-host=${LOOPBACK}`,
+      `--health-server-port=${await freePort()}`,
+      `--admin-bind-address=${LOOPBACK}`,
+      `--admin-server-port=${await freePort()}`,
+      "--sync-interval=200ms",
+      "--log-level=warn",
+    ],
+    env,
+  );
+  ctx.scope.defer(() => agent.stop(8000));
+  stack.agent = agent;
+  await waitHealthy(stack, true);
+  return stack;
+}
+
+export async function startUpstream(
+  ctx: BenchContext,
+  mode: FrontendMode,
+  opts: StackOptions = {},
+): Promise<TunnelStack> {
+  const bins = ctx.upstream;
+  if (!bins) throw new Error("upstream binaries not available");
+  const f = ctx.pki.files;
+  const [frontendPort, agentPort, adminPort, healthPort] = await Promise.all([
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+  ]);
+  const label = `upstream-${mode}`;
+  const server = new Child(`${label}-server`, bins.server, [
+    `--mode=${mode === "grpc" ? "grpc" : "http-connect"}`,
+    `--server-id=bench-${label}`,
+    "--server-count=1",
+    `--server-port=${frontendPort}`,
+    `--server-bind-address=${LOOPBACK}`,
+    `--server-cert=${f.serverCert}`,
+    `--server-key=${f.serverKey}`,
+    `--server-ca-cert=${f.caCert}`,
+    `--agent-port=${agentPort}`,
+    `--agent-bind-address=${LOOPBACK}`,
+    `--cluster-cert=${f.serverCert}`,
+    `--cluster-key=${f.serverKey}`,
+    // Agents authenticate with client certificates: no --agent-namespace, so no TokenReview.
+    `--cluster-ca-cert=${f.caCert}`,
+    `--admin-port=${adminPort}`,
+    `--admin-bind-address=${LOOPBACK}`,
+    `--health-port=${healthPort}`,
+    `--health-bind-address=${LOOPBACK}`,
+  ]);
+  ctx.scope.defer(() => server.stop());
+  const stack: TunnelStack = {
+    label,
+    modes: [mode],
+    frontendPort,
+    agentPort,
+    healthPort,
+    server,
+    agent: null,
+    delay: null,
+  };
+  if (opts.agent === false) {
+    await waitHealthy(stack, false);
+    return stack;
+  }
+  const delay =
+    opts.delayMsEachWay === undefined ? null : await startDelay(ctx, agentPort, opts.delayMsEachWay);
+  stack.delay = delay?.child ?? null;
+  const agent = new Child(`${label}-agent`, bins.agent, [
+    `--proxy-server-host=${LOOPBACK}`,
+    `--proxy-server-port=${delay?.port ?? agentPort}`,
+    `--ca-cert=${f.caCert}`,
+    `--agent-cert=${f.agentCert}`,
+    `--agent-key=${f.agentKey}`,
+    `--agent-id=bench-${label}-agent`,
+    `--health-server-host=${LOOPBACK}`,
+    `--health-server-port=${await freePort()}`,
+    `--admin-bind-address=${LOOPBACK}`,
+    `--admin-server-port=${await freePort()}`,
+    "--sync-interval=200ms",
+  ]);
+  ctx.scope.defer(() => agent.stop());
+  stack.agent = agent;
+  await waitHealthy(stack, true);
+  return stack;
+}

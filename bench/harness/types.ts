@@ -1,0 +1,144 @@
+/**
+ * The benchmark's data model: a scenario produces rows; a row holds one figure per system
+ * (ours, the two baselines, upstream) and the table derives the ratios and target checks.
+ */
+import type { BenchPki } from "./pki.js";
+import type { Scope } from "./scope.js";
+import type { UpstreamBinaries } from "./upstream.js";
+
+/** MB/s is 10^6 bytes per second; KiB is 1024 bytes. */
+export type Unit = "MB/s" | "ms" | "dials/s" | "KiB" | "%" | "µs/MB";
+
+/** Which way is good for a row: throughput up, latency and memory down. */
+export type Better = "higher" | "lower";
+
+/** The systems a row compares, in table order. */
+export const SYSTEMS = ["kgw", "direct", "relay", "upstream"] as const;
+export type System = (typeof SYSTEMS)[number];
+
+/**
+ * One figure. `value` is what the table shows (the median of `samples` for repeated
+ * measurements); `na` says why a system has no figure for this row; `error` that measuring failed.
+ */
+export interface Cell {
+  value?: number;
+  samples?: number[];
+  /** Shown after the value, e.g. "at 9,800 connections". */
+  note?: string;
+  na?: string;
+  error?: string;
+}
+
+/** A target from the issue, checked against the row when the table is printed. */
+export type Target =
+  | { kind: "ratioToRelay"; min: number }
+  | { kind: "atLeast"; value: number }
+  | { kind: "atMost"; value: number }
+  | { kind: "upstream" };
+
+export interface Row {
+  /** Unique within its scenario; the smoke test and --json consumers key on it. */
+  name: string;
+  unit: Unit;
+  better: Better;
+  cells: Partial<Record<System, Cell>>;
+  targets?: Target[];
+  /** Ratios make no sense for rows that are already ratios (e.g. head-of-line "kept %"). */
+  noRatios?: boolean;
+}
+
+export interface Sizes {
+  /** Upper bound on bytes per throughput sample. */
+  bulkBytes: number;
+  /** Upper bound on the duration of one throughput sample. */
+  bulkMaxMs: number;
+  /** Repetitions of each throughput measurement (the table shows the median). */
+  repeats: number;
+  /** Sequential dials per latency figure. */
+  latencyDials: number;
+  /** Duration of one sustained-dial-rate run and how many dialers run at once. */
+  dialRateMs: number;
+  dialConcurrency: number;
+  /** Idle connection / agent counts for the memory scenario. */
+  memoryCounts: number[];
+  /** Measurement window of the head-of-line scenario, per sample. */
+  holWindowMs: number;
+  /** Warm-up transfer per path before throughput samples (JIT, buffers). */
+  warmupMs: number;
+  /** Warm-up dials per path before latency samples. */
+  warmupDials: number;
+  /** PING round trips per round-trip figure. */
+  pings: number;
+  /** Pause before reading RSS, for the process to finish what opening connections started. */
+  settleMs: number;
+}
+
+export interface BenchOptions {
+  quick: boolean;
+  only: string[];
+  upstream: "auto" | "on" | "off";
+  json?: string;
+  markdown: boolean;
+  build: boolean;
+  /** Write CPU profiles of the kgw processes into this directory. */
+  profileDir?: string;
+  render?: string;
+  list: boolean;
+}
+
+export interface BenchContext {
+  options: BenchOptions;
+  sizes: Sizes;
+  pki: BenchPki;
+  /** Upstream binaries, when the upstream column is enabled and they built. */
+  upstream: UpstreamBinaries | null;
+  /** Why the upstream column is empty, when it is. */
+  upstreamNa: string;
+  /** The hard limit on open files, which bounds the connection counts of the memory scenario. */
+  fdLimit: number;
+  /** Resources of the running scenario, released when it ends (in reverse order). */
+  scope: Scope;
+  /** Progress on stderr. */
+  log(message: string): void;
+}
+
+export interface Scenario {
+  /** Short id for --only. */
+  name: string;
+  /** Heading of the scenario's table. */
+  title: string;
+  /** What it measures and how, one paragraph (printed by --list, mirrored in PERFORMANCE.md). */
+  description: string;
+  run(ctx: BenchContext): Promise<Row[]>;
+}
+
+export interface MachineInfo {
+  cpu: string;
+  cores: number;
+  memoryGiB: number;
+  kernel: string;
+  node: string;
+  go: string | null;
+  upstreamVersion: string | null;
+  fdLimit: number;
+  commit: string;
+}
+
+export interface ScenarioResult {
+  name: string;
+  title: string;
+  rows: Row[];
+  /** Set when the scenario as a whole failed. */
+  error?: string;
+  seconds: number;
+  /** 1-minute load average before and after: other work on the machine skews every figure. */
+  load: [number, number];
+}
+
+export interface BenchResults {
+  command: string;
+  startedAt: string;
+  quick: boolean;
+  machine: MachineInfo;
+  scenarios: ScenarioResult[];
+}

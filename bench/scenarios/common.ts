@@ -1,0 +1,113 @@
+/**
+ * Helpers shared by scenarios: collecting repeated samples per measured path, turning them into
+ * table cells, and starting the upstream stacks only when the upstream column is on.
+ */
+import { type FrontendMode, type StackOptions, startUpstream, type TunnelStack } from "../harness/stacks.js";
+import { median } from "../harness/stats.js";
+import type { BenchContext, Cell } from "../harness/types.js";
+import { errorMessage } from "../harness/util.js";
+
+/** Samples per key; a key that failed once keeps its error and is not measured again. */
+export class Samples {
+  private readonly values = new Map<string, number[]>();
+  private readonly errors = new Map<string, string>();
+
+  constructor(private readonly ctx: BenchContext) {}
+
+  failed(key: string): boolean {
+    return this.errors.has(key);
+  }
+
+  fail(key: string, err: unknown): void {
+    const message = errorMessage(err);
+    this.errors.set(key, message);
+    this.ctx.log(`  ${key}: ${message.split("\n")[0]}`);
+  }
+
+  /** Runs `measure` unless `key` already failed; records its value or its error. */
+  async take(key: string, measure: () => Promise<number>): Promise<void> {
+    if (this.failed(key)) return;
+    try {
+      const v = await measure();
+      const list = this.values.get(key) ?? [];
+      list.push(v);
+      this.values.set(key, list);
+    } catch (err) {
+      this.fail(key, err);
+    }
+  }
+
+  /** Runs `measure` unless `key` already failed; records all the values it returns. */
+  async takeAll(key: string, measure: () => Promise<number[]>): Promise<void> {
+    if (this.failed(key)) return;
+    try {
+      const v = await measure();
+      this.values.set(key, [...(this.values.get(key) ?? []), ...v]);
+    } catch (err) {
+      this.fail(key, err);
+    }
+  }
+
+  /** The median of `key`'s samples as a cell. */
+  cell(key: string, note?: string): Cell {
+    const error = this.errors.get(key);
+    if (error) return { error };
+    const samples = this.values.get(key);
+    if (!samples || samples.length === 0) return { error: "not measured" };
+    return { value: median(samples), samples: samples.map((v) => Number(v.toPrecision(6))), note };
+  }
+
+  samples(key: string): number[] {
+    return this.values.get(key) ?? [];
+  }
+}
+
+export function cellOf(f: () => number): Cell {
+  try {
+    const value = f();
+    return Number.isFinite(value) ? { value } : { error: "no value" };
+  } catch (err) {
+    return { error: errorMessage(err) };
+  }
+}
+
+/** The upstream cell when the column is off. */
+export function upstreamNa(ctx: BenchContext): Cell {
+  return { na: ctx.upstreamNa };
+}
+
+/**
+ * Upstream proxy-servers (one per mode asked, each with its agent) when the column is on;
+ * a failure to start is reported for that mode instead of failing the scenario.
+ */
+export async function startUpstreams(
+  ctx: BenchContext,
+  modes: FrontendMode[],
+  opts: StackOptions = {},
+): Promise<Partial<Record<FrontendMode, TunnelStack | Error>>> {
+  const out: Partial<Record<FrontendMode, TunnelStack | Error>> = {};
+  if (!ctx.upstream) return out;
+  await Promise.all(
+    modes.map(async (mode) => {
+      try {
+        out[mode] = await startUpstream(ctx, mode, opts);
+      } catch (err) {
+        ctx.log(`  upstream ${mode}: ${errorMessage(err).split("\n")[0]}`);
+        out[mode] = err instanceof Error ? err : new Error(String(err));
+      }
+    }),
+  );
+  return out;
+}
+
+/** For rows whose upstream figure comes from `stack`: n/a, the start error, or measure. */
+export function upstreamCell(
+  ctx: BenchContext,
+  stack: TunnelStack | Error | undefined,
+  cell: () => Cell,
+): Cell {
+  if (!ctx.upstream) return upstreamNa(ctx);
+  if (stack === undefined) return { na: "not measured" };
+  if (stack instanceof Error) return { error: stack.message };
+  return cell();
+}

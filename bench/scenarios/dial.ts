@@ -1,0 +1,242 @@
+/**
+ * Dial latency and dial rate.
+ *  - Request to first byte: the dial request, then a PING as soon as the tunnel is up, until its
+ *    answer. CONNECT includes a fresh mTLS handshake per tunnel (as kube-apiserver makes);
+ *    gRPC opens a stream on a channel that is already connected.
+ *  - Dial round trip on an open stream: DIAL_REQ → DIAL_RSP on a ProxyService stream that is
+ *    already open (the first dial of each stream is not counted), nothing else.
+ *  - Sustained dials per second: many dialers at once, each dialing to the first byte and closing,
+ *    back to back, for a fixed time.
+ * The baselines dial plain TCP (direct, or into the relay chain) to the first byte.
+ */
+import type { Client } from "@grpc/grpc-js";
+import { connectOpener, grpcRotatingOpener, type Opener, tcpOpener } from "../harness/paths.js";
+import { RawProxyStream, rawProxyClient } from "../harness/raw.js";
+import { startBackend, startKgw, startRelayChain, type TunnelStack } from "../harness/stacks.js";
+import { percentile } from "../harness/stats.js";
+import { dialAndClose, dialLatencies, sustainedRate } from "../harness/transfer.js";
+import type { BenchContext, Cell, Row, Scenario, Target } from "../harness/types.js";
+import { Samples, startUpstreams, upstreamCell } from "./common.js";
+
+/** Dials per stream in the open-stream measurement (upstream keeps each connection until the
+ * stream ends: it ends the stream on CLOSE_REQ, so connections are not closed one by one). */
+const DIALS_PER_STREAM = 50;
+
+export const dial: Scenario = {
+  name: "dial",
+  title: "Dial latency and dial rate",
+  description:
+    "Sequential dials timed from the request to the first byte of the backend's answer to a PING " +
+    "sent once the tunnel is up (p50/p99); DIAL_REQ→DIAL_RSP round trips on an already open gRPC " +
+    "stream; and sustained dials/s with many concurrent dialers, each dial going to the first byte " +
+    "and closing. Baselines dial plain TCP to the first byte.",
+  run,
+};
+
+async function run(ctx: BenchContext): Promise<Row[]> {
+  const { sizes } = ctx;
+  const backend = await startBackend(ctx);
+  const target = `127.0.0.1:${backend.port}`;
+  const [relay, kgw, up] = await Promise.all([
+    startRelayChain(ctx, backend.port),
+    startKgw(ctx),
+    startUpstreams(ctx, ["grpc", "connect"]),
+  ]);
+  const upGrpc = up.grpc instanceof Error ? undefined : up.grpc;
+  const upConnect = up.connect instanceof Error ? undefined : up.connect;
+
+  const rawClients = new Map<string, Client>();
+  ctx.scope.defer(() => {
+    for (const c of rawClients.values()) c.close();
+  });
+  const sharedGrpc = (stack: TunnelStack): Opener => {
+    const o = grpcRotatingOpener(ctx.pki, stack.frontendPort, target);
+    ctx.scope.defer(() => o.close());
+    return o.open;
+  };
+  const rawClient = (key: string, stack: TunnelStack): Client => {
+    const client = rawProxyClient(ctx.pki, stack.frontendPort);
+    rawClients.set(key, client);
+    return client;
+  };
+
+  const openers: Record<string, Opener> = {
+    direct: tcpOpener(backend.port),
+    relay: tcpOpener(relay.port),
+    "kgw-connect": connectOpener(ctx.pki, kgw.frontendPort, target),
+    "kgw-grpc": sharedGrpc(kgw),
+  };
+  if (upConnect) openers["up-connect"] = connectOpener(ctx.pki, upConnect.frontendPort, target);
+  if (upGrpc) openers["up-grpc"] = sharedGrpc(upGrpc);
+  const raw: Record<string, Client> = { "kgw-raw": rawClient("kgw", kgw) };
+  if (upGrpc) raw["up-raw"] = rawClient("up", upGrpc);
+
+  const warmup = sizes.warmupDials;
+  const lat = new Samples(ctx);
+  for (const [name, open] of Object.entries(openers)) {
+    ctx.log(`  latency ${name}`);
+    await lat.takeAll(`${name}-warmup`, () => dialLatencies(open, warmup));
+    if (lat.failed(`${name}-warmup`)) lat.fail(name, new Error("failed during warm-up"));
+    await lat.takeAll(name, () => dialLatencies(open, sizes.latencyDials));
+  }
+  for (const [name, client] of Object.entries(raw)) {
+    ctx.log(`  open-stream round trips ${name}`);
+    await lat.takeAll(name, () => openStreamRoundTrips(client, target, sizes.latencyDials));
+  }
+
+  const rate = new Samples(ctx);
+  const rateOf = async (key: string, task: () => Promise<void>) => {
+    ctx.log(`  dial rate ${key}`);
+    await rate.take(key, async () => {
+      const r = await sustainedRate(task, sizes.dialConcurrency, sizes.dialRateMs);
+      if (r.ok === 0 || r.errors > r.ok / 100) {
+        throw new Error(`${r.errors} of ${r.ok + r.errors} dials failed, first: ${r.firstError}`);
+      }
+      return r.perSecond;
+    });
+  };
+  for (const [name, open] of Object.entries(openers)) await rateOf(name, dialAndClose(open));
+  await rateOf("kgw-raw", openStreamDialTask(ctx, raw["kgw-raw"]!, target, sizes.dialConcurrency));
+
+  const pct = (key: string, p: number): Cell => {
+    const cell = lat.cell(key);
+    if (cell.error) return cell;
+    return { value: percentile(lat.samples(key), p) };
+  };
+  const latencyRow = (name: string, kgwKey: string, upKey: string, p: number, targets: Target[]): Row => ({
+    name: `${name}, p${p}`,
+    unit: "ms",
+    better: "lower",
+    targets,
+    cells: {
+      kgw: pct(kgwKey, p),
+      direct: pct("direct", p),
+      relay: pct("relay", p),
+      upstream: upstreamCell(ctx, upKey.endsWith("connect") ? up.connect : up.grpc, () => pct(upKey, p)),
+    },
+  });
+  const timeTargets = (p: number): Target[] => [
+    { kind: "atMost", value: p === 50 ? 1 : 5 },
+    { kind: "upstream" },
+  ];
+  const rows: Row[] = [];
+  for (const p of [50, 99]) {
+    rows.push(
+      latencyRow("CONNECT dial to first byte (new mTLS connection)", "kgw-connect", "up-connect", p, [
+        { kind: "upstream" },
+      ]),
+    );
+  }
+  for (const p of [50, 99]) {
+    rows.push(
+      latencyRow(
+        "gRPC dial to first byte (new stream on an open channel)",
+        "kgw-grpc",
+        "up-grpc",
+        p,
+        timeTargets(p),
+      ),
+    );
+  }
+  for (const p of [50, 99]) {
+    rows.push(
+      latencyRow(
+        "dial round trip on an open stream (DIAL_REQ→DIAL_RSP)",
+        "kgw-raw",
+        "up-raw",
+        p,
+        timeTargets(p),
+      ),
+    );
+  }
+  const rateTargets: Target[] = [{ kind: "atLeast", value: 5000 }, { kind: "upstream" }];
+  const c = sizes.dialConcurrency;
+  rows.push(
+    {
+      name: `dials/s, CONNECT, ${c} concurrent`,
+      unit: "dials/s",
+      better: "higher",
+      targets: rateTargets,
+      cells: {
+        kgw: rate.cell("kgw-connect"),
+        direct: rate.cell("direct"),
+        relay: rate.cell("relay"),
+        upstream: upstreamCell(ctx, up.connect, () => rate.cell("up-connect")),
+      },
+    },
+    {
+      name: `dials/s, gRPC, stream per dial, ${c} concurrent`,
+      unit: "dials/s",
+      better: "higher",
+      targets: rateTargets,
+      cells: {
+        kgw: rate.cell("kgw-grpc"),
+        direct: rate.cell("direct"),
+        relay: rate.cell("relay"),
+        upstream: upstreamCell(ctx, up.grpc, () => rate.cell("up-grpc")),
+      },
+    },
+    {
+      name: `dials/s, on ${c} open streams (dial, PING, CLOSE_REQ)`,
+      unit: "dials/s",
+      better: "higher",
+      targets: [{ kind: "atLeast", value: 5000 }],
+      cells: {
+        kgw: rate.cell("kgw-raw"),
+        direct: rate.cell("direct"),
+        relay: rate.cell("relay"),
+        upstream: ctx.upstream
+          ? { na: "upstream ends a frontend stream on its first CLOSE_REQ: one connection per stream" }
+          : { na: ctx.upstreamNa },
+      },
+    },
+  );
+  return rows;
+}
+
+/**
+ * `count` DIAL_REQ → DIAL_RSP round trips, DIALS_PER_STREAM per stream; the first dial of each
+ * stream (which also opens it) is not counted. Connections stay open until their stream ends.
+ */
+async function openStreamRoundTrips(client: Client, target: string, count: number): Promise<number[]> {
+  const out: number[] = [];
+  const perStream = Math.min(DIALS_PER_STREAM, count);
+  while (out.length < count) {
+    const stream = new RawProxyStream(client);
+    try {
+      await stream.dial(target);
+      for (let i = 0; i < perStream && out.length < count; i++) out.push((await stream.dial(target)).ms);
+    } finally {
+      stream.end();
+    }
+  }
+  return out;
+}
+
+/** Dialers on open streams: dial, PING, CLOSE_REQ → CLOSE_RSP, again. One stream per dialer. */
+function openStreamDialTask(
+  ctx: BenchContext,
+  client: Client,
+  target: string,
+  streams: number,
+): () => Promise<void> {
+  const idle: RawProxyStream[] = Array.from({ length: streams }, () => new RawProxyStream(client));
+  ctx.scope.defer(() => {
+    for (const s of idle) s.end();
+  });
+  return async () => {
+    const stream = idle.pop();
+    if (!stream) throw new Error("more dialers than streams");
+    try {
+      const { connectId } = await stream.dial(target);
+      await stream.ping(connectId);
+      await stream.close(connectId);
+      idle.push(stream);
+    } catch (err) {
+      // A stream in an unknown state is not reused.
+      stream.end();
+      idle.push(new RawProxyStream(client));
+      throw err;
+    }
+  };
+}

@@ -1,0 +1,284 @@
+/**
+ * Memory per idle agent stream and per idle tunneled connection: growth of the resident set
+ * (VmRSS) of the process that holds them, divided by their number.
+ *
+ * Idle agent streams: the benchmark plays N agents, each an AgentService.Connect stream on its
+ * own TLS + HTTP/2 connection (real agents each have one), against a server with no real agent.
+ * Idle tunneled connections: N CONNECT tunnels (one mTLS connection each) through one agent to
+ * the backend, each used once (a PING) and then left idle; the figure is given for the server
+ * and for the agent. The relay chain's processes give the floor of a Node process holding a
+ * connection pair.
+ *
+ * Procedure per system: a fresh process; open and close a warm-up batch; settle; read RSS; open
+ * connections up to each count in turn; settle; read RSS. Counts are capped by the open-files
+ * limit (the busiest process needs one descriptor per connection, a relay two).
+ */
+
+import { type Conn, connectOpener, type Opener, tcpOpener } from "../harness/paths.js";
+import { AGENT_TOKEN } from "../harness/pki.js";
+import type { Child } from "../harness/procs.js";
+import { type AgentStreams, openAgentStreams } from "../harness/raw.js";
+import { Scope } from "../harness/scope.js";
+import {
+  startBackend,
+  startKgw,
+  startRelayChain,
+  startUpstream,
+  type TunnelStack,
+} from "../harness/stacks.js";
+import type { BenchContext, Cell, Row, Scenario, System } from "../harness/types.js";
+import { errorMessage, inBatches, sleep, withTimeout } from "../harness/util.js";
+import { upstreamNa } from "./common.js";
+
+const CONCURRENCY = 32;
+const WARMUP = 100;
+/** Descriptors kept free for everything else a process has open. */
+const FD_RESERVE = 300;
+
+export const memory: Scenario = {
+  name: "memory",
+  title: "Memory per idle agent stream and per idle tunneled connection (RSS growth / count)",
+  description:
+    "RSS (VmRSS) growth of the server divided by the number of idle agent streams it holds (each " +
+    "on its own TLS + HTTP/2 connection, played by the benchmark), and of the server and the agent " +
+    "divided by the number of idle CONNECT tunnels (each used once, then idle); at each count, in " +
+    "fresh processes, after a warm-up batch. The relay processes give the floor for a Node " +
+    "process holding a connection pair.",
+  run,
+};
+
+/** KiB per item at each count, per process watched. */
+type Growth = Map<number, { count: number; perItem: number[] }>;
+
+interface Holder {
+  /** Opens `n` more idle items. */
+  open(n: number): Promise<void>;
+  closeAll(): void;
+}
+
+async function measureGrowth(
+  ctx: BenchContext,
+  label: string,
+  procs: Child[],
+  counts: number[],
+  holder: Holder,
+): Promise<Growth> {
+  const warm = Math.min(WARMUP, counts[0] ?? WARMUP);
+  await holder.open(warm);
+  holder.closeAll();
+  await sleep(ctx.sizes.settleMs);
+  const base = procs.map((p) => p.rssKiB());
+  const out: Growth = new Map();
+  let held = 0;
+  try {
+    for (const count of counts) {
+      ctx.log(`  ${label}: ${count}`);
+      await holder.open(count - held);
+      held = count;
+      await sleep(ctx.sizes.settleMs);
+      const now = procs.map((p) => p.rssKiB());
+      out.set(count, { count, perItem: now.map((v, i) => (v - base[i]!) / count) });
+    }
+  } finally {
+    holder.closeAll();
+  }
+  return out;
+}
+
+function tunnelHolder(open: Opener): Holder {
+  let conns: Conn[] = [];
+  return {
+    async open(n) {
+      await inBatches(n, CONCURRENCY, async () => {
+        conns.push(await withTimeout(open(), 30_000, "dial"));
+      });
+    },
+    closeAll() {
+      for (const c of conns) c.close();
+      conns = [];
+    },
+  };
+}
+
+function agentHolder(ctx: BenchContext, stack: TunnelStack, prefix: string): Holder {
+  let opened: AgentStreams[] = [];
+  let seq = 0;
+  return {
+    async open(n) {
+      opened.push(
+        await openAgentStreams(ctx.pki, stack.agentPort, {
+          count: n,
+          concurrency: CONCURRENCY,
+          idPrefix: `${prefix}-${seq++}`,
+          token: AGENT_TOKEN,
+        }),
+      );
+    },
+    closeAll() {
+      for (const o of opened) o.close();
+      opened = [];
+    },
+  };
+}
+
+/** Counts capped so the process holding `fdsPerItem` descriptors per item stays under the limit. */
+function capped(ctx: BenchContext, fdsPerItem: number): number[] {
+  const max = Math.floor((ctx.fdLimit - FD_RESERVE) / fdsPerItem);
+  return [...new Set(ctx.sizes.memoryCounts.map((c) => Math.min(c, max)))];
+}
+
+async function attempt(ctx: BenchContext, what: string, f: () => Promise<Growth>): Promise<Growth | Error> {
+  try {
+    return await f();
+  } catch (err) {
+    ctx.log(`  ${what}: ${errorMessage(err).split("\n")[0]}`);
+    return err instanceof Error ? err : new Error(String(err));
+  }
+}
+
+/** Runs `f` with its own processes, stopped before the next measurement starts. */
+async function isolated<T>(ctx: BenchContext, f: (sub: BenchContext) => Promise<T>): Promise<T> {
+  const scope = new Scope();
+  try {
+    return await f({ ...ctx, scope });
+  } finally {
+    await scope.close();
+  }
+}
+
+async function run(ctx: BenchContext): Promise<Row[]> {
+  const requested = ctx.sizes.memoryCounts;
+  const oneFd = capped(ctx, 1);
+  const twoFds = capped(ctx, 2);
+
+  const agents: Partial<Record<"kgw" | "upstream", Growth | Error>> = {};
+  agents.kgw = await attempt(ctx, "kgw agent streams", () =>
+    isolated(ctx, async (sub) => {
+      const stack = await startKgw(sub, { agent: false });
+      return measureGrowth(
+        sub,
+        "kgw idle agent streams",
+        [stack.server],
+        oneFd,
+        agentHolder(sub, stack, "kgw"),
+      );
+    }),
+  );
+  if (ctx.upstream) {
+    agents.upstream = await attempt(ctx, "upstream agent streams", () =>
+      isolated(ctx, async (sub) => {
+        const stack = await startUpstream(sub, "grpc", { agent: false });
+        return measureGrowth(
+          sub,
+          "upstream idle agent streams",
+          [stack.server],
+          oneFd,
+          agentHolder(sub, stack, "up"),
+        );
+      }),
+    );
+  }
+
+  const tunnels: Partial<Record<System, Growth | Error>> = {};
+  tunnels.kgw = await attempt(ctx, "kgw tunnels", () =>
+    isolated(ctx, async (sub) => {
+      const backend = await startBackend(sub);
+      const stack = await startKgw(sub);
+      const open = connectOpener(sub.pki, stack.frontendPort, `127.0.0.1:${backend.port}`);
+      return measureGrowth(sub, "kgw idle tunnels", [stack.server, stack.agent!], oneFd, tunnelHolder(open));
+    }),
+  );
+  tunnels.relay = await attempt(ctx, "relay connections", () =>
+    isolated(ctx, async (sub) => {
+      const backend = await startBackend(sub);
+      const chain = await startRelayChain(sub, backend.port);
+      return measureGrowth(
+        sub,
+        "relay idle connections",
+        [chain.first, chain.second],
+        twoFds,
+        tunnelHolder(tcpOpener(chain.port)),
+      );
+    }),
+  );
+  if (ctx.upstream) {
+    tunnels.upstream = await attempt(ctx, "upstream tunnels", () =>
+      isolated(ctx, async (sub) => {
+        const backend = await startBackend(sub);
+        const stack = await startUpstream(sub, "connect");
+        const open = connectOpener(sub.pki, stack.frontendPort, `127.0.0.1:${backend.port}`);
+        return measureGrowth(
+          sub,
+          "upstream idle tunnels",
+          [stack.server, stack.agent!],
+          oneFd,
+          tunnelHolder(open),
+        );
+      }),
+    );
+  }
+
+  /** The figure of process `proc` at the i-th requested count. */
+  const cell = (g: Growth | Error | undefined, i: number, proc: number): Cell => {
+    if (g === undefined) return { na: "not measured" };
+    if (g instanceof Error) return { error: g.message };
+    const entries = [...g.values()];
+    const e = entries[Math.min(i, entries.length - 1)];
+    if (!e) return { error: "not measured" };
+    const v = e.perItem[proc];
+    if (v === undefined) return { error: "not measured" };
+    return e.count === requested[i]
+      ? { value: v }
+      : { value: v, note: `at ${e.count.toLocaleString("en-US")}` };
+  };
+  const up = (g: Growth | Error | undefined, i: number, proc: number): Cell =>
+    ctx.upstream ? cell(g, i, proc) : upstreamNa(ctx);
+
+  const rows: Row[] = [];
+  requested.forEach((count, i) => {
+    const n = count.toLocaleString("en-US");
+    rows.push({
+      name: `server RSS per idle agent stream, ${n} agents`,
+      unit: "KiB",
+      better: "lower",
+      targets: [{ kind: "atMost", value: 64 }, { kind: "upstream" }],
+      cells: {
+        kgw: cell(agents.kgw, i, 0),
+        direct: { na: "no agents without a tunnel" },
+        relay: { na: "no agents without a tunnel" },
+        upstream: up(agents.upstream, i, 0),
+      },
+    });
+  });
+  requested.forEach((count, i) => {
+    const n = count.toLocaleString("en-US");
+    rows.push({
+      name: `server RSS per idle tunneled connection, ${n}`,
+      unit: "KiB",
+      better: "lower",
+      targets: [{ kind: "atMost", value: 16 }, { kind: "upstream" }],
+      cells: {
+        kgw: cell(tunnels.kgw, i, 0),
+        direct: { na: "no process between client and backend" },
+        relay: cell(tunnels.relay, i, 0),
+        upstream: up(tunnels.upstream, i, 0),
+      },
+    });
+  });
+  requested.forEach((count, i) => {
+    const n = count.toLocaleString("en-US");
+    rows.push({
+      name: `agent RSS per idle tunneled connection, ${n}`,
+      unit: "KiB",
+      better: "lower",
+      targets: [{ kind: "upstream" }],
+      cells: {
+        kgw: cell(tunnels.kgw, i, 1),
+        direct: { na: "no process between client and backend" },
+        relay: cell(tunnels.relay, i, 1),
+        upstream: up(tunnels.upstream, i, 1),
+      },
+    });
+  });
+  return rows;
+}

@@ -1,0 +1,199 @@
+/**
+ * Bulk throughput of one tunneled connection, download and upload, through the gRPC frontend and
+ * through HTTP CONNECT, against direct TCP, the plain two-hop relay and upstream. With a delay,
+ * the delay proxy sits between agent and server (between the two relays; between client and
+ * backend for direct TCP): the WAN case.
+ */
+import { connectOpener, grpcOwnChannelOpener, type Opener, tcpOpener } from "../harness/paths.js";
+import type { Child } from "../harness/procs.js";
+import { startBackend, startDelay, startKgw, startRelayChain } from "../harness/stacks.js";
+import { median } from "../harness/stats.js";
+import { bulk, type Direction, pingRoundTrips } from "../harness/transfer.js";
+import type { BenchContext, Cell, Row, Scenario, Target } from "../harness/types.js";
+import { Samples, startUpstreams, upstreamCell } from "./common.js";
+
+const DIRECTIONS: Direction[] = ["download", "upload"];
+const MODES = [
+  { mode: "grpc", label: "gRPC frontend" },
+  { mode: "connect", label: "HTTP CONNECT" },
+] as const;
+/** Warm-up before measuring (JIT, TLS session setup, socket buffers growing). */
+const WARMUP_BYTES = 32 * 1024 * 1024;
+
+export interface ThroughputOptions {
+  name: string;
+  title: string;
+  description: string;
+  delayMsEachWay?: number;
+  targets: Target[];
+}
+
+export function throughputScenario(o: ThroughputOptions): Scenario {
+  return {
+    name: o.name,
+    title: o.title,
+    description: o.description,
+    run: (ctx) => run(ctx, o),
+  };
+}
+
+async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
+  const { sizes } = ctx;
+  const d = o.delayMsEachWay;
+  const backend = await startBackend(ctx);
+  const target = `127.0.0.1:${backend.port}`;
+  const [directPort, relay, kgw, up] = await Promise.all([
+    d === undefined ? backend.port : startDelay(ctx, backend.port, d).then((e) => e.port),
+    startRelayChain(ctx, backend.port, d),
+    startKgw(ctx, { delayMsEachWay: d }),
+    startUpstreams(ctx, ["grpc", "connect"], { delayMsEachWay: d }),
+  ]);
+
+  const paths: Record<string, Opener> = {
+    direct: tcpOpener(directPort),
+    relay: tcpOpener(relay.port),
+    "kgw-grpc": grpcOwnChannelOpener(ctx.pki, kgw.frontendPort, target),
+    "kgw-connect": connectOpener(ctx.pki, kgw.frontendPort, target),
+  };
+  /** The processes in the middle of each path, whose CPU time per MB is reported. */
+  const middle: Record<string, Child[]> = {
+    direct: [],
+    relay: [relay.first, relay.second],
+    "kgw-grpc": [kgw.server, kgw.agent!],
+    "kgw-connect": [kgw.server, kgw.agent!],
+  };
+  const upGrpc = up.grpc;
+  const upConnect = up.connect;
+  if (upGrpc && !(upGrpc instanceof Error)) {
+    paths["up-grpc"] = grpcOwnChannelOpener(ctx.pki, upGrpc.frontendPort, target);
+    middle["up-grpc"] = [upGrpc.server, upGrpc.agent!];
+  }
+  if (upConnect && !(upConnect instanceof Error)) {
+    paths["up-connect"] = connectOpener(ctx.pki, upConnect.frontendPort, target);
+    middle["up-connect"] = [upConnect.server, upConnect.agent!];
+  }
+
+  const s = new Samples(ctx);
+  const warmBytes = Math.min(WARMUP_BYTES, sizes.bulkBytes);
+  const warmMs = sizes.warmupMs;
+  for (const [name, open] of Object.entries(paths)) {
+    for (const dir of DIRECTIONS) {
+      await s.take(`${name}-${dir}`, async () => {
+        await bulk(open, dir, warmBytes, warmMs);
+        return Number.NaN;
+      });
+    }
+  }
+  // Interleaved repetitions: a slow drift of the machine affects every path alike.
+  const measured = new Samples(ctx);
+  const cpu = new Samples(ctx);
+  for (let rep = 0; rep < sizes.repeats; rep++) {
+    ctx.log(`  repetition ${rep + 1}/${sizes.repeats}`);
+    for (const [name, open] of Object.entries(paths)) {
+      for (const dir of DIRECTIONS) {
+        const key = `${name}-${dir}`;
+        if (s.failed(key)) {
+          if (!measured.failed(key)) measured.fail(key, new Error("failed during warm-up"));
+          continue;
+        }
+        const procs = middle[name] ?? [];
+        const before = procs.map((p) => p.cpuSeconds());
+        await measured.take(key, async () => {
+          const t = await bulk(open, dir, sizes.bulkBytes, sizes.bulkMaxMs);
+          const used = procs.map((p, i) => p.cpuSeconds() - before[i]!);
+          const perMb = (seconds: number) => (seconds * 1e6) / (t.bytes / 1e6);
+          if (procs.length > 0 && t.bytes > 0) {
+            await cpu.take(key, async () => perMb(used.reduce((a, b) => a + b, 0)));
+            for (const [i, u] of used.entries()) await cpu.take(`${key}#${i}`, async () => perMb(u));
+          }
+          return t.mbps;
+        });
+      }
+    }
+  }
+  const echo = new Samples(ctx);
+  for (const name of ["direct", "relay", "kgw-connect", "up-connect"]) {
+    const open = paths[name];
+    if (open) await echo.take(name, async () => median(await pingRoundTrips(open, sizes.pings)));
+  }
+
+  const rows: Row[] = [];
+  for (const { mode, label } of MODES) {
+    for (const dir of DIRECTIONS) {
+      rows.push({
+        name: `${dir}, ${label}`,
+        unit: "MB/s",
+        better: "higher",
+        targets: o.targets,
+        cells: {
+          kgw: measured.cell(`kgw-${mode}-${dir}`),
+          direct: measured.cell(`direct-${dir}`),
+          relay: measured.cell(`relay-${dir}`),
+          upstream: upstreamCell(ctx, up[mode], () => measured.cell(`up-${mode}-${dir}`)),
+        },
+      });
+    }
+  }
+  for (const { mode, label } of MODES) {
+    for (const dir of DIRECTIONS) {
+      rows.push({
+        name: `CPU time per MB moved, server + agent, ${dir}, ${label}`,
+        unit: "µs/MB",
+        better: "lower",
+        targets: [{ kind: "upstream" }],
+        cells: {
+          kgw: cpuCell(cpu, `kgw-${mode}-${dir}`, ["server", "agent"]),
+          direct: { na: "no process in the middle" },
+          relay: cpuCell(cpu, `relay-${dir}`, ["relay 1", "relay 2"]),
+          upstream: upstreamCell(ctx, up[mode], () => cpuCell(cpu, `up-${mode}-${dir}`, ["server", "agent"])),
+        },
+      });
+    }
+  }
+  rows.push({
+    name: "PING round trip on an open tunnel, HTTP CONNECT (p50)",
+    unit: "ms",
+    better: "lower",
+    targets: [{ kind: "upstream" }],
+    cells: {
+      kgw: echo.cell("kgw-connect"),
+      direct: echo.cell("direct"),
+      relay: echo.cell("relay"),
+      upstream: upstreamCell(ctx, up.connect, () => echo.cell("up-connect")),
+    },
+  });
+  return rows;
+}
+
+/** The sum, with each process's median share in the note. */
+function cpuCell(cpu: Samples, key: string, names: [string, string]): Cell {
+  const sum = cpu.cell(key);
+  if (sum.value === undefined) return sum;
+  const share = (i: number) =>
+    Math.round(cpu.cell(`${key}#${i}`).value ?? Number.NaN).toLocaleString("en-US");
+  return { ...sum, note: names.map((n, i) => `${n} ${share(i)}`).join(" + ") };
+}
+
+export const throughput = throughputScenario({
+  name: "throughput",
+  title: "Bulk throughput of one tunneled connection, loopback",
+  description:
+    "One connection moves up to the bulk size (or for at most the sample time) from the backend " +
+    "(download) or to it (upload); the figure is bytes over time to the last byte (upload: to the " +
+    "backend's last acknowledgement), median of the repetitions. CPU time per MB: user + system time " +
+    "of the two processes in the middle (server and agent, or the two relays) during a sample, over the " +
+    "bytes moved: a figure other load on the machine barely changes. gRPC: one TunnelClient channel per " +
+    "connection; CONNECT: one mTLS connection per tunnel. Also the round trip of a 9-byte PING and " +
+    "its 1-byte answer on an open tunnel.",
+  targets: [{ kind: "ratioToRelay", min: 0.5 }, { kind: "upstream" }],
+});
+
+export const wan = throughputScenario({
+  name: "wan",
+  title: "Bulk throughput of one tunneled connection, 20 ms RTT between agent and server",
+  description:
+    "As `throughput`, with the delay proxy adding 10 ms each way between agent and server " +
+    "(between the two relays; between client and backend for direct TCP).",
+  delayMsEachWay: 10,
+  targets: [{ kind: "atLeast", value: 50 }, { kind: "upstream" }],
+});

@@ -1,0 +1,101 @@
+/**
+ * Keeps the benchmark (bench/, `npm run bench`) from rotting: runs it with tiny sizes and no
+ * upstream column in a child process and checks that every scenario printed its table with a
+ * figure in every row. No timing assertions: CI machines are too noisy for them, and the figures
+ * belong to docs/PERFORMANCE.md, not to a test.
+ */
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, describe, expect, it } from "vitest";
+import type { BenchResults, Cell } from "../../bench/harness/types.js";
+import { SYSTEMS } from "../../bench/harness/types.js";
+import { SCENARIOS } from "../../bench/scenarios/index.js";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
+const RUN_MS = 110_000;
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function runBench(args: string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    // Its own process group, so that a stuck run can be stopped with everything it started.
+    const child = spawn(process.execPath, ["--import", "tsx", "bench/run.ts", ...args], {
+      cwd: ROOT,
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => {
+      stdout += d.toString();
+    });
+    child.stderr.on("data", (d: Buffer) => {
+      stderr += d.toString();
+    });
+    // SIGTERM lets the benchmark stop its own children; SIGKILL if it does not end.
+    const stop = setTimeout(() => {
+      stderr += "\n[smoke test] timed out, stopping the benchmark\n";
+      child.kill("SIGTERM");
+      setTimeout(() => {
+        try {
+          process.kill(-child.pid!, "SIGKILL");
+        } catch {
+          // already gone
+        }
+      }, 5000).unref();
+    }, RUN_MS);
+    child.once("exit", (code) => {
+      clearTimeout(stop);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+const isFigure = (c: Cell | undefined) =>
+  c !== undefined && typeof c.value === "number" && Number.isFinite(c.value);
+
+describe("npm run bench -- --quick --upstream=off", () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "kgw-bench-smoke-"));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it(
+    "prints a table for every scenario with a figure in every row",
+    async () => {
+      const json = path.join(dir, "results.json");
+      const run = await runBench(["--quick", "--upstream=off", "--json", json]);
+      const why = `exit ${run.code}\n${run.stdout}\n${run.stderr.split("\n").slice(-60).join("\n")}`;
+      expect(run.code, why).toBe(0);
+
+      const results = JSON.parse(readFileSync(json, "utf8")) as BenchResults;
+      expect(results.quick).toBe(true);
+      expect(results.machine.cores, why).toBeGreaterThan(0);
+      expect(results.scenarios.map((s) => s.name)).toEqual(SCENARIOS.map((s) => s.name));
+      for (const scenario of results.scenarios) {
+        expect(scenario.error, `${scenario.name}: ${why}`).toBeUndefined();
+        expect(scenario.rows.length, scenario.name).toBeGreaterThan(0);
+        expect(run.stdout).toContain(scenario.title);
+        for (const row of scenario.rows) {
+          const where = `${scenario.name} / ${row.name}`;
+          expect(run.stdout, where).toContain(row.name);
+          // Every cell is a figure or a stated n/a; none failed.
+          for (const system of SYSTEMS) {
+            const cell = row.cells[system];
+            expect(cell?.error, `${where} / ${system}`).toBeUndefined();
+            expect(isFigure(cell) || typeof cell?.na === "string", `${where} / ${system}`).toBe(true);
+          }
+          // Ours always has a figure (calibration rows may leave it to the baselines).
+          if (scenario.name !== "calibration") expect(isFigure(row.cells.kgw), where).toBe(true);
+          expect(row.cells.upstream?.na, where).toBeTypeOf("string");
+        }
+      }
+    },
+    RUN_MS + 10_000,
+  );
+});
