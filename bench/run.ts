@@ -4,10 +4,9 @@
  * See docs/PERFORMANCE.md.
  */
 import { readFileSync, writeFileSync } from "node:fs";
-import os from "node:os";
 import { build, distIsFresh } from "./harness/build.js";
 import { parseArgs, sizesFor, USAGE } from "./harness/cli.js";
-import { describeMachine, fdLimit } from "./harness/machine.js";
+import { cpuSnapshot, describeMachine, fdLimit, otherLoad } from "./harness/machine.js";
 import { type BenchPki, createBenchPki } from "./harness/pki.js";
 import { installCleanup, stopAllChildren } from "./harness/procs.js";
 import { Scope } from "./harness/scope.js";
@@ -96,8 +95,10 @@ async function main(argv: string[]): Promise<number> {
       title: scenario.title,
       rows: [],
       seconds: 0,
-      load: [os.loadavg()[0]!, 0],
+      otherCores: 0,
+      stealCores: 0,
     };
+    const cpuBefore = cpuSnapshot();
     try {
       result.rows = await withTimeout(scenario.run(ctx), scenarioTimeoutMs, `scenario ${scenario.name}`);
     } catch (err) {
@@ -107,7 +108,9 @@ async function main(argv: string[]): Promise<number> {
       await scope.close();
     }
     result.seconds = (Date.now() - started) / 1000;
-    result.load[1] = os.loadavg()[0]!;
+    const load = otherLoad(cpuBefore, cpuSnapshot());
+    result.otherCores = load.other;
+    result.stealCores = load.steal;
     results.scenarios.push(result);
     // Each table as soon as it is done, on stderr, so a long run shows progress.
     process.stderr.write(`\n${renderScenario(result, false)}\n`);

@@ -34,6 +34,46 @@ function commit(): string {
   }
 }
 
+export interface CpuSnapshot {
+  /** Busy CPU time of the whole machine, steal time, and CPU time of this process and its
+   * reaped children, all in seconds. */
+  busy: number;
+  steal: number;
+  ours: number;
+  at: number;
+}
+
+/** /proc/stat and /proc/self/stat, in USER_HZ (100) ticks. */
+export function cpuSnapshot(): CpuSnapshot {
+  const at = Date.now();
+  try {
+    const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
+    const [user, nice, system, , , irq, softirq, steal] = cpu;
+    const self = readFileSync("/proc/self/stat", "utf8");
+    const f = self
+      .slice(self.lastIndexOf(")") + 2)
+      .split(" ")
+      .map(Number);
+    return {
+      busy: (user! + nice! + system! + irq! + softirq!) / 100,
+      steal: (steal ?? 0) / 100,
+      ours: (f[11]! + f[12]! + f[13]! + f[14]!) / 100,
+      at,
+    };
+  } catch {
+    return { busy: 0, steal: 0, ours: 0, at };
+  }
+}
+
+/** Cores used by other processes, and cores stolen, between two snapshots. */
+export function otherLoad(a: CpuSnapshot, b: CpuSnapshot): { other: number; steal: number } {
+  const wall = Math.max(0.001, (b.at - a.at) / 1000);
+  return {
+    other: Math.max(0, (b.busy - a.busy - (b.ours - a.ours)) / wall),
+    steal: (b.steal - a.steal) / wall,
+  };
+}
+
 export async function describeMachine(withGo: boolean): Promise<MachineInfo> {
   const cpus = os.cpus();
   return {

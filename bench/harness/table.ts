@@ -162,7 +162,10 @@ export function renderScenario(s: ScenarioResult, markdown: boolean): string {
   const rows = [HEADERS, ...s.rows.map(rowCells)];
   const table = markdown ? markdownTable(rows) : textTable(rows);
   const extra = [...errorsOf(s), ...notesOf(s)];
-  const load = s.load ? `, load average ${s.load[0].toFixed(1)} → ${s.load[1].toFixed(1)}` : "";
+  const load =
+    s.otherCores === undefined
+      ? ""
+      : `; other processes used ${s.otherCores.toFixed(2)} cores, steal ${s.stealCores.toFixed(2)}`;
   const heading = markdown
     ? `### ${s.title}\n\n\`${s.name}\`: ${s.seconds.toFixed(0)} s${load}`
     : `== ${s.title} (${s.name}: ${s.seconds.toFixed(0)} s${load}) ==`;

@@ -131,8 +131,12 @@ export interface ScenarioResult {
   /** Set when the scenario as a whole failed. */
   error?: string;
   seconds: number;
-  /** 1-minute load average before and after: other work on the machine skews every figure. */
-  load: [number, number];
+  /**
+   * CPU used meanwhile by processes that are not the benchmark's (cores, averaged over the
+   * scenario), and time the hypervisor stole: other work on the machine skews every figure.
+   */
+  otherCores: number;
+  stealCores: number;
 }
 
 export interface BenchResults {
