@@ -74,7 +74,8 @@ export function otherLoad(a: CpuSnapshot, b: CpuSnapshot): { other: number; stea
   };
 }
 
-export async function describeMachine(withGo: boolean): Promise<MachineInfo> {
+/** `upstream`: whether the upstream column is on (its version is then part of the description). */
+export async function describeMachine(upstream: boolean): Promise<MachineInfo> {
   const cpus = os.cpus();
   return {
     cpu: cpus[0]?.model.trim() ?? "unknown",
@@ -82,8 +83,8 @@ export async function describeMachine(withGo: boolean): Promise<MachineInfo> {
     memoryGiB: Math.round(os.totalmem() / 2 ** 30),
     kernel: os.release(),
     node: process.version,
-    go: withGo ? await goVersion() : null,
-    upstreamVersion: withGo ? pinnedUpstreamVersion() : null,
+    go: await goVersion(),
+    upstreamVersion: upstream ? pinnedUpstreamVersion() : null,
     fdLimit: fdLimit(),
     commit: commit(),
   };

@@ -153,7 +153,7 @@ function markdownTable(rows: string[][]): string {
 export function machineLines(m: MachineInfo): string[] {
   return [
     `CPU: ${m.cpu}, ${m.cores} cores available; ${m.memoryGiB} GiB RAM; Linux ${m.kernel}`,
-    `Node ${m.node}; ${m.go ?? "go: not on the PATH (no upstream column)"}${m.upstreamVersion ? `; upstream apiserver-network-proxy ${m.upstreamVersion}` : ""}`,
+    `Node ${m.node}; ${m.go ?? "go: not on the PATH"}; ${m.upstreamVersion ? `upstream apiserver-network-proxy ${m.upstreamVersion}` : "no upstream column"}`,
     `open files limit ${m.fdLimit}; commit ${m.commit}`,
   ];
 }

@@ -67,7 +67,10 @@ export class TunnelSocket extends Duplex {
       this.call.write(closeRequest(this.connectId));
       this.call.end();
     }
-    this.call.cancel();
+    // Only a failure resets the stream. A clean close lets the server finish the call: a client
+    // that cancels (RST_STREAM) every stream it is done with trips HTTP/2 rapid-reset protection
+    // and gets its whole channel closed after about a thousand quick tunnels.
+    if (err) this.call.cancel();
     cb(err);
   }
 }

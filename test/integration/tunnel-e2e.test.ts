@@ -175,3 +175,17 @@ describe("a caller that stops reading", () => {
     await waitFor(() => t.gw.activeTunnels === 0, 5000, "all tunnels closed");
   });
 });
+
+describe("many short tunnels on one gRPC channel", () => {
+  it("close cleanly instead of resetting streams, so the channel survives rapid-reset limits", async () => {
+    // HTTP/2 servers close a connection that resets streams in rapid bursts (CVE-2023-44487
+    // protection); a client that cancelled each finished tunnel lost its channel after ~1,000.
+    for (let i = 0; i < 1200; i++) {
+      const socket = await grpc.dial(backend.address);
+      socket.destroy();
+    }
+    const res = await httpOver(await grpc.dial(backend.address), "/hello");
+    expect(await bodyText(res)).toBe("hello from the backend");
+    await waitFor(() => t.gw.activeTunnels === 0, 5000, "all tunnels closed");
+  });
+});
