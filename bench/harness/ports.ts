@@ -1,7 +1,8 @@
 /**
  * Loopback ports for programs that must be told a port number. Upstream proxy-server refuses
  * ports outside 1024–49151, and ports below the kernel's ephemeral range (32768+) are never handed
- * out to outgoing connections, so pick from 20000–32767 and check by binding.
+ * out to outgoing connections, so pick from 20000–32767 and check by binding. Shared with the
+ * interop suite (test/interop), which starts the same upstream binaries.
  */
 import { createServer } from "node:net";
 

@@ -9,6 +9,7 @@ import { request } from "node:http";
 import { type AddressInfo, createServer, type Server, type Socket, connect as tcpConnect } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { freePort } from "../../bench/harness/ports.js";
 
 export const INTEROP_DIR = path.dirname(fileURLToPath(import.meta.url));
 /** Git-ignored; `go build` skips relinking when a binary is up to date, GOCACHE does the rest. */
@@ -59,36 +60,6 @@ export function buildGoPrograms(): Promise<void> {
       (err, _stdout, stderr) => (err ? reject(new Error(`go build failed:\n${stderr}`)) : resolve()),
     );
   });
-}
-
-// ---------------------------------------------------------------------------------------------
-// Ports
-
-const handedOut = new Set<number>();
-
-async function canBind(port: number): Promise<boolean> {
-  const s = createServer();
-  return new Promise((resolve) => {
-    s.once("error", () => resolve(false));
-    s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
-  });
-}
-
-/**
- * A free loopback port for programs that must be told a port number. Upstream proxy-server
- * refuses ports outside 1024–49151, and ports below the kernel's ephemeral range (32768+) are
- * never handed out to outgoing connections, so pick from 20000–32767 and check by binding.
- */
-export async function freePort(): Promise<number> {
-  for (let i = 0; i < 200; i++) {
-    const port = 20000 + Math.floor(Math.random() * 12768);
-    if (handedOut.has(port)) continue;
-    if (await canBind(port)) {
-      handedOut.add(port);
-      return port;
-    }
-  }
-  throw new Error("no free port found in 20000-32767");
 }
 
 // ---------------------------------------------------------------------------------------------
