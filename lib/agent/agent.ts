@@ -101,7 +101,8 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps): Promis
   log.info(
     {
       agentId: options.agentId,
-      server: endpoint.target,
+      server: endpoint.grpc.target,
+      transport: options.server.transport,
       serverName: options.server.serverName,
       agentIdentifiers: options.agentIdentifiers,
       auth: options.auth.tokenPath ? "token-file" : options.auth.token ? "token" : "certificate-or-none",

@@ -1,20 +1,26 @@
 /**
- * How the agent reaches the proxy server: target, TLS credentials and channel options. Built
- * once at startup (PEM files are read here, so a missing file is a configuration error at boot);
- * every server connection then creates its own channel from it.
+ * How the agent reaches the proxy server: address, TLS credentials, and the settings of both
+ * transports. Built once at startup (PEM files are read here, so a missing file is a
+ * configuration error at boot); every server connection then opens its own TCP connection.
  */
 
-import { isIPv6 } from "node:net";
-import { type ChannelCredentials, type ChannelOptions, credentials } from "@grpc/grpc-js";
-import type { AgentOptions } from "../config/agent-options.js";
+import { isIP, isIPv6 } from "node:net";
+import { checkServerIdentity } from "node:tls";
+import { type ChannelOptions, credentials } from "@grpc/grpc-js";
+import type { AgentOptions, ServerTransport } from "../config/agent-options.js";
 import { WAN_CHANNEL_OPTIONS } from "../transport/http2-windows.js";
 import { readPem } from "../transport/tls-files.js";
+import type { GrpcTarget } from "./transports/grpc-transport.js";
+import type { TunnelTarget } from "./transports/tunnel-transport.js";
+
+/** How long a keepalive ping may go unanswered before the server is declared dead. */
+export const SERVER_KEEPALIVE_TIMEOUT_MS = 20_000;
 
 export interface ServerEndpoint {
-  /** "host:port" as grpc-js takes it (IPv6 literals bracketed). */
-  target: string;
-  credentials: ChannelCredentials;
-  channelOptions: ChannelOptions;
+  /** "auto" offers kgw-tunnel/1 and falls back to gRPC; "grpc" never offers it. */
+  transport: ServerTransport;
+  grpc: GrpcTarget;
+  tunnel: TunnelTarget;
 }
 
 export function joinHostPort(host: string, port: number): string {
@@ -44,8 +50,25 @@ export function serverEndpoint(opts: Pick<AgentOptions, "server" | "tls">): Serv
   if (server.serverName !== server.host) channelOptions["grpc.ssl_target_name_override"] = server.serverName;
 
   return {
-    target: joinHostPort(server.host, server.port),
-    credentials: credentials.createSsl(ca, key, cert),
-    channelOptions,
+    transport: server.transport,
+    grpc: {
+      target: joinHostPort(server.host, server.port),
+      credentials: credentials.createSsl(ca, key, cert),
+      channelOptions,
+    },
+    tunnel: {
+      tls: {
+        host: server.host,
+        port: server.port,
+        // SNI may not be an IP address; the certificate is checked against the name either way.
+        servername: isIP(server.serverName) ? undefined : server.serverName,
+        checkServerIdentity: (_host, peerCert) => checkServerIdentity(server.serverName, peerCert),
+        ...(ca ? { ca } : {}),
+        ...(key && cert ? { key, cert } : {}),
+        minVersion: "TLSv1.2",
+      },
+      keepaliveMs: server.keepaliveMs,
+      keepaliveTimeoutMs: SERVER_KEEPALIVE_TIMEOUT_MS,
+    },
   };
 }

@@ -79,10 +79,15 @@ export const AGENT_FLAGS = defineFlags({
     default: 1_000,
     help: "How often each server connection's transport is checked; a broken one is dropped and replaced.",
   },
+  "server-transport": {
+    kind: "string",
+    default: "auto",
+    help: "auto: offer kgw-tunnel/1 (our server's faster agent transport, chosen by ALPN) and fall back to gRPC; grpc: always gRPC.",
+  },
   "keepalive-time": {
     kind: "duration",
     default: 3_600_000,
-    help: "gRPC keepalive ping interval towards the server (0 disables).",
+    help: "Keepalive ping interval towards the server, on either transport (0 disables).",
   },
   "dial-timeout": {
     kind: "duration",
@@ -116,6 +121,9 @@ export const MIN_KEEPALIVE_MS = 10_000;
 /** Identifier kinds upstream accepts in --agent-identifiers; anything else is a typo. */
 const IDENTIFIER_KEYS = new Set(["host", "ipv4", "ipv6", "cidr", "default-route"]);
 
+export const SERVER_TRANSPORTS = ["auto", "grpc"] as const;
+export type ServerTransport = (typeof SERVER_TRANSPORTS)[number];
+
 export interface AgentOptions {
   agentId: string;
   /** Sent verbatim as the agentIdentifiers metadata; "" sends none. */
@@ -127,6 +135,7 @@ export interface AgentOptions {
     serverName: string;
     /** 0 disables keepalive pings. */
     keepaliveMs: number;
+    transport: ServerTransport;
   };
   tls: {
     /** "" uses the system roots. */
@@ -210,6 +219,10 @@ export function parseAgentOptions(
   if (keepalive !== 0 && keepalive < MIN_KEEPALIVE_MS) {
     throw new ConfigError("--keepalive-time must be 0 (off) or at least 10s");
   }
+  const transport = f["server-transport"];
+  if (!(SERVER_TRANSPORTS as readonly string[]).includes(transport)) {
+    throw new ConfigError(`--server-transport must be one of ${SERVER_TRANSPORTS.join(", ")}`);
+  }
   if (f["dial-timeout"] <= 0) throw new ConfigError("--dial-timeout must be positive: a dial may not hang");
 
   return {
@@ -222,6 +235,7 @@ export function parseAgentOptions(
         port: f["proxy-server-port"],
         serverName: f["server-name"] || f["proxy-server-host"],
         keepaliveMs: keepalive,
+        transport: transport as ServerTransport,
       },
       tls: { caCert: f["ca-cert"], agentCert: f["agent-cert"], agentKey: f["agent-key"] },
       auth: { tokenPath: f["service-account-token-path"], token: f["agent-token"] },

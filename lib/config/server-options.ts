@@ -72,7 +72,7 @@ export const SERVER_FLAGS = defineFlags({
   "keepalive-time": {
     kind: "duration",
     default: 3_600_000,
-    help: "gRPC keepalive ping interval towards agents.",
+    help: "Keepalive ping interval towards agents (HTTP/2 PING on gRPC, PING frames on kgw-tunnel/1).",
   },
   "frontend-keepalive-time": {
     kind: "duration",

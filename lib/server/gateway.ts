@@ -6,12 +6,13 @@
 import { readFileSync } from "node:fs";
 import type { AddressInfo, Server, Socket } from "node:net";
 import { createServer as createNetServer } from "node:net";
-import { createServer as createTlsServer } from "node:tls";
+import { createServer as createTlsServer, type TLSSocket } from "node:tls";
 import { type ConnectionInjector, Server as GrpcServer, ServerCredentials } from "@grpc/grpc-js";
 import type { ServerOptions } from "../config/server-options.js";
 import { ConfigError, ShuttingDownError } from "../errors.js";
 import { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
+import { TUNNEL_ALPN } from "../proto/tunnel-frames.js";
 import {
   acceptFrontendConnection,
   type FrontendConnectionOptions,
@@ -22,8 +23,10 @@ import { raiseServerWindows } from "../transport/http2-windows.js";
 import { closeServer, listenTcp, listenUnix } from "../transport/listen.js";
 import { SocketTracker } from "../transport/socket-tracker.js";
 import { serverTlsSettings } from "../transport/tls-files.js";
+import type { AgentAdmissionDeps } from "./agent-admission.js";
 import { DEFAULT_TENANT, hashToken, parseTokenFile, staticAgentAuthenticator } from "./agent-auth.js";
 import { createAgentConnectHandler } from "./agent-connect-handler.js";
+import { createAgentTunnelHandler } from "./agent-tunnel-handler.js";
 import { BackendRegistry } from "./backend-registry.js";
 import { serveConnect } from "./connect-frontend.js";
 import { type Dialer, GrpcFrontendSession } from "./grpc-frontend.js";
@@ -122,26 +125,37 @@ export class Gateway {
     const tokenHashes = loadTokenHashes(opts);
 
     // Agents: TLS (optionally mTLS) and gRPC AgentService only.
+    // Agents: TLS (optionally mTLS), then AgentService over gRPC (upstream agents, and ours
+    // talking to an upstream server) or over kgw-tunnel/1 (ours), chosen by ALPN.
+    const admission: AgentAdmissionDeps = {
+      serverId: opts.serverId,
+      serverCount: opts.serverCount,
+      dialTimeoutMs: opts.backendDialTimeoutMs,
+      authenticate: staticAgentAuthenticator({ tokenHashes, acceptCertificates: opts.agent.tls.ca !== "" }),
+      registry: this.registry,
+      accepting: () => this.accepting,
+      log: log.child({ component: "agent-listener" }),
+      metrics: this.metrics,
+    };
     const agentGrpc = grpcServer(opts.agent.keepaliveMs);
-    agentGrpc.addService(AGENT_SERVICE, {
-      connect: createAgentConnectHandler({
-        serverId: opts.serverId,
-        serverCount: opts.serverCount,
-        dialTimeoutMs: opts.backendDialTimeoutMs,
-        authenticate: staticAgentAuthenticator({ tokenHashes, acceptCertificates: opts.agent.tls.ca !== "" }),
-        registry: this.registry,
-        accepting: () => this.accepting,
-        log: log.child({ component: "agent-listener" }),
-        metrics: this.metrics,
-      }),
-    });
+    agentGrpc.addService(AGENT_SERVICE, { connect: createAgentConnectHandler(admission) });
     const agentInjector = this.inject(agentGrpc);
+    const acceptTunnel = createAgentTunnelHandler(admission, {
+      handshakeTimeoutMs: TLS_HANDSHAKE_TIMEOUT_MS,
+      keepaliveMs: opts.agent.keepaliveMs,
+      keepaliveTimeoutMs: KEEPALIVE_TIMEOUT_MS,
+    });
     const agentServer = createTlsServer({
       ...serverTlsSettings(opts.agent.tls, opts.tlsMinVersion, false, "cluster"),
-      ALPNProtocols: ["h2"],
+      // Server preference decides: our agents offer both and get the tunnel, upstream agents
+      // offer only h2.
+      ALPNProtocols: [TUNNEL_ALPN, "h2"],
       handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS,
     });
-    agentServer.on("secureConnection", (socket) => agentInjector.injectConnection(socket));
+    agentServer.on("secureConnection", (socket: TLSSocket) => {
+      if (socket.alpnProtocol === TUNNEL_ALPN) void acceptTunnel(socket);
+      else agentInjector.injectConnection(socket);
+    });
     this.track(agentServer, "agent");
 
     // Frontend: gRPC ProxyService and HTTP CONNECT on the same listeners.

@@ -102,7 +102,7 @@ function options(port: number, overrides: Partial<AgentOptions> = {}): AgentOpti
     agentId: "agent-under-test",
     agentIdentifiers: "host=node1&default-route=true",
     // Dial the IP, verify the certificate as "localhost": exercises --server-name.
-    server: { host: "127.0.0.1", port, serverName: "localhost", keepaliveMs: 0 },
+    server: { host: "127.0.0.1", port, serverName: "localhost", keepaliveMs: 0, transport: "auto" },
     tls: { caCert: pki.files.caCert, agentCert: "", agentKey: "" },
     auth: { tokenPath: "", token: "" },
     sync: { intervalMs: 20, intervalCapMs: 100, probeIntervalMs: 50 },

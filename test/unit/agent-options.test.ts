@@ -58,12 +58,14 @@ describe("parseAgentOptions", () => {
       "--health-server-port=0",
       "--admin-server-port=0",
       "--sync-forever=false",
+      "--server-transport=grpc",
     ]);
     expect(o.server).toEqual({
       host: "konnectivity.example.com",
       port: 443,
       serverName: "gw.internal",
       keepaliveMs: 0,
+      transport: "grpc",
     });
     expect(o.sync).toEqual({ intervalMs: 200, intervalCapMs: 90_000, probeIntervalMs: 1_500 });
     expect(o).toMatchObject({
@@ -104,6 +106,7 @@ describe("parseAgentOptions", () => {
     [["--log-level=loud"], '--log-level: "loud" is not one of trace, debug, info, warn, error'],
     [["--alpn-proto=h2"], "unknown flag --alpn-proto (see --help)"],
     [["--agent-token=a b"], "--agent-token must not contain whitespace"],
+    [["--server-transport=quic"], "--server-transport must be one of auto, grpc"],
   ])("refuses %j", (argv, message) => {
     expect(() => parse(argv)).toThrow(new ConfigError(message));
   });

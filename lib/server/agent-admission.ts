@@ -1,0 +1,124 @@
+/**
+ * Admits one agent stream, whatever transport carries it (gRPC AgentService.Connect or
+ * kgw-tunnel/1): validate metadata, authenticate, compute the response headers, and, once the
+ * transport has its packet stream, hand it to an AgentSession in the registry.
+ *
+ * Throws a GatewayError for a stream that must be refused; the transport maps it to its wire
+ * (a gRPC status, or a REFUSED frame carrying the same code).
+ */
+import type { PeerCertificate } from "node:tls";
+import { GatewayError, ProtocolError, ShuttingDownError } from "../errors.js";
+import type { ServerMetrics } from "../metrics/server-metrics.js";
+import type { Logger } from "../observability/logger.js";
+import { BEARER_PREFIX, Header, parseAgentIdentifiers } from "../proto/headers.js";
+import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../tunnel/flow-control.js";
+import type { PacketStream } from "../tunnel/packet-stream.js";
+import type { AgentAuthenticator } from "./agent-auth.js";
+import { AgentSession } from "./agent-session.js";
+import type { BackendRegistry } from "./backend-registry.js";
+
+/**
+ * Agent IDs end up in logs, metrics and (later) registry keys, so they are restricted to what
+ * upstream deployments use (UUIDs, pod and node names). No commas: HTTP/2 joins repeated headers
+ * with ", ", and a joined pair of IDs must not pass as one.
+ */
+export const AGENT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,252}$/;
+
+export interface AgentAdmissionDeps {
+  serverId: string;
+  serverCount: number;
+  dialTimeoutMs: number;
+  authenticate: AgentAuthenticator;
+  registry: BackendRegistry;
+  /** False once shutdown has begun: new agents are turned away to reconnect elsewhere. */
+  accepting: () => boolean;
+  log: Logger;
+  metrics: ServerMetrics;
+}
+
+export interface AgentStreamRequest {
+  /** "address:port", for logs. */
+  peer: string;
+  /** "grpc" or "tunnel", for logs and metrics. */
+  transport: string;
+  /** Every value of one request header (gRPC metadata may hold binary values; those never match). */
+  metadata: (name: string) => readonly unknown[];
+  /** Present only when the TLS handshake verified the client certificate chain. */
+  verifiedCertificate: PeerCertificate | undefined;
+  /** The agent may send per-connection credit whatever it offers (kgw-tunnel/1 requires it). */
+  creditRequired?: boolean;
+}
+
+export interface AdmittedAgent {
+  /** Response headers: serverID, serverCount and the negotiated extensions. */
+  headers: Record<string, string[]>;
+  /** Starts serving: call once the headers are on their way. */
+  attach(stream: PacketStream): AgentSession;
+}
+
+function single(values: readonly unknown[]): string | undefined {
+  return values.length === 1 && typeof values[0] === "string" ? values[0] : undefined;
+}
+
+export function admitAgent(deps: AgentAdmissionDeps, req: AgentStreamRequest): AdmittedAgent {
+  if (!deps.accepting()) throw new ShuttingDownError();
+  const agentId = single(req.metadata(Header.agentId));
+  if (!agentId || !AGENT_ID_PATTERN.test(agentId)) {
+    throw new ProtocolError(`metadata must carry exactly one ${Header.agentId} matching ${AGENT_ID_PATTERN}`);
+  }
+  const auth = req.metadata(Header.authorization);
+  if (auth.length > 1) throw new ProtocolError("more than one authorization header");
+  const authValue = typeof auth[0] === "string" ? auth[0] : undefined;
+  if (authValue !== undefined && !authValue.startsWith(BEARER_PREFIX)) {
+    throw new ProtocolError("authorization must use the Bearer scheme");
+  }
+  const principal = deps.authenticate({
+    verifiedCertificate: req.verifiedCertificate,
+    bearerToken: authValue?.slice(BEARER_PREFIX.length),
+  });
+  const identifiers = parseAgentIdentifiers(single(req.metadata(Header.agentIdentifiers)) ?? "");
+
+  // Our agents offer per-connection flow control; upstream agents never do.
+  const flow = req.creditRequired ? "credit" : negotiatedFlow(req.metadata(FLOW_CONTROL_HEADER));
+  const headers: Record<string, string[]> = {
+    [Header.serverId]: [deps.serverId],
+    [Header.serverCount]: [String(deps.serverCount)],
+  };
+  if (flow === "credit") headers[FLOW_CONTROL_HEADER] = [CREDIT_FLOW_V1];
+
+  return {
+    headers,
+    attach: (stream) => {
+      const log = deps.log.child({ agentId, tenant: principal.tenant, peer: req.peer });
+      const session = new AgentSession(
+        stream,
+        { agentId, identifiers, tenant: principal.tenant, identity: principal.identity },
+        { dialTimeoutMs: deps.dialTimeoutMs, flow, log, metrics: deps.metrics },
+      );
+      deps.metrics.grpcConnections.inc({ service_method: "Connect" });
+      deps.metrics.readyBackends.inc();
+      session.once("closed", () => {
+        deps.metrics.grpcConnections.dec({ service_method: "Connect" });
+        deps.metrics.readyBackends.dec();
+        log.info("agent disconnected");
+      });
+      deps.registry.add(session);
+      log.info({ identity: principal.identity, flow, transport: req.transport }, "agent connected");
+      return session;
+    },
+  };
+}
+
+/** Logs and counts a refused agent stream; returns the message safe to send back. */
+export function recordRefusal(
+  deps: AgentAdmissionDeps,
+  peer: string,
+  code: number,
+  codeName: string,
+  err: unknown,
+): string {
+  const details = err instanceof GatewayError ? err.message : "internal error";
+  deps.log.warn({ peer, code, err: details }, "agent stream refused");
+  deps.metrics.rejectedConnections.inc({ listener: "agent", reason: codeName });
+  return details;
+}
