@@ -171,6 +171,7 @@ export class FrameDecoder {
 
   /** Removes and returns the first `n` buffered bytes (a view when they lie in one chunk). */
   private take(n: number): Buffer {
+    if (n === 0) return Buffer.alloc(0);
     const first = this.chunks[0]!;
     if (first.byteLength >= n) {
       const out = first.subarray(0, n);

@@ -55,6 +55,8 @@ export class FramedPacketStream extends EventEmitter implements PacketStream {
   /** The peer sent its FIN; "end" is emitted once everything before it has been delivered. */
   private ended = false;
   private endEmitted = false;
+  /** Destroyed by us, by the owner, or by an error: nothing more is delivered. */
+  private failed = false;
   private lastReceived = Date.now();
   private pingSentAt = 0;
   private keepaliveTimer: NodeJS.Timeout | undefined;
@@ -78,9 +80,16 @@ export class FramedPacketStream extends EventEmitter implements PacketStream {
       this.ended = true;
       this.flush();
     });
-    socket.on("error", (err) => this.emit("error", err));
+    socket.on("error", (err) => {
+      this.failed = true;
+      this.emit("error", err);
+    });
     socket.once("close", () => {
       clearTimeout(this.keepaliveTimer);
+      // A clean close may leave packets we were asked to hold (paused); nobody can push back
+      // any more, so they are delivered now, before "end" and "close", as a gRPC call would.
+      this.paused = false;
+      this.flush();
       this.emit("close");
     });
     this.scheduleKeepalive();
@@ -122,6 +131,7 @@ export class FramedPacketStream extends EventEmitter implements PacketStream {
   }
 
   destroy(err?: Error): void {
+    this.failed = true;
     this.socket.destroy(err);
   }
 
@@ -149,7 +159,7 @@ export class FramedPacketStream extends EventEmitter implements PacketStream {
   /** Delivers decoded packets until the decoder runs dry or the owner pauses us. */
   private flush(): void {
     try {
-      while (!this.paused && !this.socket.destroyed) {
+      while (!this.paused && !this.failed) {
         const frame = this.decoder.next();
         if (frame === null) break;
         if (frame.kind === "data") {
@@ -161,7 +171,7 @@ export class FramedPacketStream extends EventEmitter implements PacketStream {
             this.emit("data", decodePacket(frame.payload));
             break;
           case FrameType.PING:
-            this.socket.write(encodeFrame(FrameType.PONG, frame.payload));
+            if (this.socket.writable) this.socket.write(encodeFrame(FrameType.PONG, frame.payload));
             break;
           case FrameType.PONG:
             break; // receiving it already counted as life
@@ -170,7 +180,7 @@ export class FramedPacketStream extends EventEmitter implements PacketStream {
         }
       }
     } catch (err) {
-      this.socket.destroy(err as Error);
+      this.destroy(err as Error);
       return;
     }
     if (this.ended && !this.endEmitted && !this.paused && this.decoder.pendingBytes === 0) {
