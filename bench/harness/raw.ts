@@ -2,15 +2,20 @@
  * Protocol-level clients for figures the ordinary clients hide:
  *  - RawProxyStream: one ProxyService.Proxy stream kept open, dialing on it packet by packet
  *    (DIAL_REQ → DIAL_RSP round trips without stream setup), with our wire codec;
- *  - idle agent streams: AgentService.Connect streams, each on its own TLS + HTTP/2 connection
- *    as real agents have, opened with node:http2 directly (a grpc-js channel per fake agent
- *    would cost the benchmark process far more than the gateway it measures).
+ *  - idle agent streams, each on its own TLS connection as real agents have: AgentService.Connect
+ *    over HTTP/2, opened with node:http2 directly (a grpc-js channel per fake agent would cost
+ *    the benchmark process far more than the gateway it measures), or kgw-tunnel/1 (HELLO,
+ *    wait for WELCOME) as our agent connects to our server.
  */
 import { randomBytes } from "node:crypto";
+import { once } from "node:events";
 import { type ClientHttp2Session, type ClientHttp2Stream, connect as http2Connect } from "node:http2";
+import { connect as tlsConnect } from "node:tls";
 import { Client, type ClientDuplexStream, Metadata } from "@grpc/grpc-js";
 import { decodePacket, encodePacket } from "../../lib/proto/codec.js";
 import { closeRequest, dataPacket, dialRequest, type Packet, PacketType } from "../../lib/proto/packet.js";
+import { FrameDecoder, FrameType, TUNNEL_ALPN } from "../../lib/proto/tunnel-frames.js";
+import { encodeHello } from "../../lib/transport/tunnel-handshake.js";
 import { frontendCredentials } from "./paths.js";
 import type { BenchPki } from "./pki.js";
 import { LOOPBACK } from "./ports.js";
@@ -115,8 +120,15 @@ export interface AgentStreams {
 export async function openAgentStreams(
   pki: BenchPki,
   agentPort: number,
-  opts: { count: number; concurrency: number; idPrefix: string; token: string },
+  opts: {
+    count: number;
+    concurrency: number;
+    idPrefix: string;
+    token: string;
+    transport?: "grpc" | "tunnel";
+  },
 ): Promise<AgentStreams> {
+  if (opts.transport === "tunnel") return openTunnelAgents(pki, agentPort, opts);
   const sessions: ClientHttp2Session[] = [];
   const streams: ClientHttp2Stream[] = [];
   const close = () => {
@@ -152,6 +164,62 @@ export async function openAgentStreams(
             else reject(new Error(`agent stream refused: ${JSON.stringify(headers)}`));
           });
           stream.once("close", () => reject(new Error("agent stream closed")));
+        }),
+        30_000,
+        "agent stream",
+      );
+    });
+  } catch (err) {
+    close();
+    throw err;
+  }
+  return { count: opts.count, close };
+}
+
+/** The same over kgw-tunnel/1: one TLS socket each, HELLO, then wait for WELCOME. */
+async function openTunnelAgents(
+  pki: BenchPki,
+  agentPort: number,
+  opts: { count: number; concurrency: number; idPrefix: string; token: string },
+): Promise<AgentStreams> {
+  const sockets: ReturnType<typeof tlsConnect>[] = [];
+  const close = () => {
+    for (const s of sockets) s.destroy();
+  };
+  try {
+    await inBatches(opts.count, opts.concurrency, async (i) => {
+      const socket = tlsConnect({
+        host: LOOPBACK,
+        port: agentPort,
+        ca: pki.caPem,
+        cert: pki.agentCertPem,
+        key: pki.agentKeyPem,
+        servername: "localhost",
+        ALPNProtocols: [TUNNEL_ALPN],
+      });
+      socket.on("error", () => {});
+      sockets.push(socket);
+      await withTimeout(once(socket, "secureConnect"), 30_000, "agent TLS handshake");
+      if (socket.alpnProtocol !== TUNNEL_ALPN) throw new Error(`server chose ALPN ${socket.alpnProtocol}`);
+      socket.write(
+        encodeHello({ agentid: [`${opts.idPrefix}-${i}`], authorization: [`Bearer ${opts.token}`] }),
+      );
+      const decoder = new FrameDecoder();
+      await withTimeout(
+        new Promise<void>((resolve, reject) => {
+          const onData = (chunk: Buffer) => {
+            decoder.push(chunk);
+            const f = decoder.next();
+            if (f === null) return;
+            socket.off("data", onData);
+            if (f.kind === "frame" && f.type === FrameType.WELCOME) resolve();
+            else
+              reject(
+                new Error(`agent stream refused: ${f.kind === "frame" ? f.payload.toString() : "DATA"}`),
+              );
+          };
+          socket.on("data", onData);
+          socket.once("close", () => reject(new Error("agent stream closed")));
         }),
         30_000,
         "agent stream",

@@ -2,8 +2,9 @@
  * Memory per idle agent stream and per idle tunneled connection: growth of the resident set
  * (VmRSS) of the process that holds them, divided by their number.
  *
- * Idle agent streams: the benchmark plays N agents, each an AgentService.Connect stream on its
- * own TLS + HTTP/2 connection (real agents each have one), against a server with no real agent.
+ * Idle agent streams: the benchmark plays N agents, each on its own TLS connection (real agents
+ * each have one), against a server with no real agent: kgw-tunnel/1 towards our server, as our
+ * agent connects, and AgentService.Connect over HTTP/2 towards upstream.
  * Idle tunneled connections: N CONNECT tunnels (one mTLS connection each) through one agent to
  * the backend, each used once (a PING) and then left idle; the figure is given for the server
  * and for the agent. The relay chain's processes give the floor of a Node process holding a
@@ -40,7 +41,8 @@ export const memory: Scenario = {
   title: "Memory per idle agent stream and per idle tunneled connection (RSS growth / count)",
   description:
     "RSS (VmRSS) growth of the server divided by the number of idle agent streams it holds (each " +
-    "on its own TLS + HTTP/2 connection, played by the benchmark), and of the server and the agent " +
+    "on its own TLS connection, played by the benchmark: kgw-tunnel/1 for kgw as our agent " +
+    "connects, gRPC over HTTP/2 for upstream), and of the server and the agent " +
     "divided by the number of idle CONNECT tunnels (each used once, then idle); at each count, in " +
     "fresh processes, after a warm-up batch. The relay processes give the floor for a Node " +
     "process holding a connection pair.",
@@ -100,7 +102,12 @@ function tunnelHolder(open: Opener): Holder {
   };
 }
 
-function agentHolder(ctx: BenchContext, stack: TunnelStack, prefix: string): Holder {
+function agentHolder(
+  ctx: BenchContext,
+  stack: TunnelStack,
+  prefix: string,
+  transport: "grpc" | "tunnel",
+): Holder {
   let opened: AgentStreams[] = [];
   let seq = 0;
   return {
@@ -111,6 +118,7 @@ function agentHolder(ctx: BenchContext, stack: TunnelStack, prefix: string): Hol
           concurrency: CONCURRENCY,
           idPrefix: `${prefix}-${seq++}`,
           token: AGENT_TOKEN,
+          transport,
         }),
       );
     },
@@ -160,7 +168,7 @@ async function run(ctx: BenchContext): Promise<Row[]> {
         "kgw idle agent streams",
         [stack.server],
         oneFd,
-        agentHolder(sub, stack, "kgw"),
+        agentHolder(sub, stack, "kgw", "tunnel"),
       );
     }),
   );
@@ -173,7 +181,7 @@ async function run(ctx: BenchContext): Promise<Row[]> {
           "upstream idle agent streams",
           [stack.server],
           oneFd,
-          agentHolder(sub, stack, "up"),
+          agentHolder(sub, stack, "up", "grpc"),
         );
       }),
     );

@@ -42,14 +42,24 @@ function single(headers: HeaderMap, name: string): string | undefined {
   return values.length === 1 ? values[0] : undefined;
 }
 
+/**
+ * After a server answered ALPN with h2, connections to this endpoint go straight to gRPC for a
+ * while instead of probing each time. Not only to save a handshake: behind a round-robin load
+ * balancer, probe and fallback land on alternate servers, and an agent that always probed would
+ * reach only every other one.
+ */
+export const TUNNEL_REPROBE_MS = 10 * 60_000;
+const grpcOnlyUntil = new WeakMap<ServerEndpoint, number>();
+
 async function openStream(endpoint: ServerEndpoint, md: HeaderMap, deps: ServerConnectionDeps) {
   const timeoutMs = deps.handshakeTimeoutMs ?? SERVER_HANDSHAKE_TIMEOUT_MS;
-  if (endpoint.transport === "auto") {
+  if (endpoint.transport === "auto" && (grpcOnlyUntil.get(endpoint) ?? 0) <= Date.now()) {
     try {
       return await openTunnelStream(endpoint.tunnel, md, timeoutMs);
     } catch (err) {
       if (!(err instanceof TunnelNotOfferedError)) throw err;
-      deps.log.debug({ reason: err.message }, "server does not offer kgw-tunnel/1; using gRPC");
+      grpcOnlyUntil.set(endpoint, Date.now() + TUNNEL_REPROBE_MS);
+      deps.log.info({ reason: err.message }, "server does not offer kgw-tunnel/1; using gRPC");
     }
   }
   return openGrpcStream(endpoint.grpc, md, timeoutMs);
