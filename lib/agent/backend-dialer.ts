@@ -225,6 +225,7 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
     this.opts.metrics.dialDuration.observe(Number(process.hrtime.bigint() - p.startedAt) / 1e9);
     log.debug({ address: p.address }, "backend connected");
     this.send(dialResponse(p.random, connectId));
+    flowCredit?.openWindow();
     this.emit("load", this.load);
   }
 

@@ -214,6 +214,7 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
     this.conns.set(connectId, conn);
     this.opts.metrics.establishedConnections.inc();
     pending.frontend.established(this.linkFor(conn));
+    conn.credit?.openWindow();
   }
 
   private linkFor(conn: Connection): BackendLink {

@@ -6,6 +6,7 @@ import {
   dataChunks,
   MAX_DATA_PACKET_BYTES,
   negotiatedFlow,
+  RECEIVE_WINDOW_BYTES,
 } from "../../lib/tunnel/flow-control.js";
 
 describe("per-connection credit", () => {
@@ -55,10 +56,21 @@ describe("per-connection credit", () => {
     }
   });
 
-  it("flags a peer that sends past its window", () => {
+  it("flags a peer that sends past the window we granted", () => {
     const c = new ConnectionCredit(() => {});
-    expect(c.received(CONNECTION_WINDOW_BYTES + MAX_DATA_PACKET_BYTES)).toBe(true);
+    expect(c.received(RECEIVE_WINDOW_BYTES + MAX_DATA_PACKET_BYTES)).toBe(true);
     expect(c.received(1)).toBe(false);
+  });
+
+  it("raises the peer's initial window to ours with one grant, which the sender can use", () => {
+    const grants: number[] = [];
+    const receiver = new ConnectionCredit((n) => grants.push(n));
+    const sender = new ConnectionCredit(() => {});
+    receiver.openWindow();
+    expect(grants).toEqual([RECEIVE_WINDOW_BYTES - CONNECTION_WINDOW_BYTES]);
+    sender.replenish(grants[0]!);
+    expect(sender.spend(RECEIVE_WINDOW_BYTES - 1)).toBe(true);
+    expect(sender.spend(1)).toBe(false);
   });
 
   it("splits large payloads into views without copying", () => {
