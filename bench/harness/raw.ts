@@ -131,11 +131,12 @@ export async function openAgentStreams(
   if (opts.transport === "tunnel") return openTunnelAgents(pki, agentPort, opts);
   const sessions: ClientHttp2Session[] = [];
   const streams: ClientHttp2Stream[] = [];
-  const close = () => {
-    for (const s of sessions) s.destroy();
-  };
-  try {
-    await inBatches(opts.count, opts.concurrency, async (i) => {
+  return openAll(
+    opts,
+    () => {
+      for (const s of sessions) s.destroy();
+    },
+    async (i) => {
       const session = http2Connect(`https://${LOOPBACK}:${agentPort}`, {
         ca: pki.caPem,
         cert: pki.agentCertPem,
@@ -165,10 +166,23 @@ export async function openAgentStreams(
           });
           stream.once("close", () => reject(new Error("agent stream closed")));
         }),
-        30_000,
+        AGENT_STREAM_WAIT_MS,
         "agent stream",
       );
-    });
+    },
+  );
+}
+
+const AGENT_STREAM_WAIT_MS = 30_000;
+
+/** Opens every agent (`openOne(i)`), closing all of them if one fails. */
+async function openAll(
+  opts: { count: number; concurrency: number },
+  close: () => void,
+  openOne: (i: number) => Promise<void>,
+): Promise<AgentStreams> {
+  try {
+    await inBatches(opts.count, opts.concurrency, openOne);
   } catch (err) {
     close();
     throw err;
@@ -183,11 +197,12 @@ async function openTunnelAgents(
   opts: { count: number; concurrency: number; idPrefix: string; token: string },
 ): Promise<AgentStreams> {
   const sockets: ReturnType<typeof tlsConnect>[] = [];
-  const close = () => {
-    for (const s of sockets) s.destroy();
-  };
-  try {
-    await inBatches(opts.count, opts.concurrency, async (i) => {
+  return openAll(
+    opts,
+    () => {
+      for (const s of sockets) s.destroy();
+    },
+    async (i) => {
       const socket = tlsConnect({
         host: LOOPBACK,
         port: agentPort,
@@ -199,7 +214,7 @@ async function openTunnelAgents(
       });
       socket.on("error", () => {});
       sockets.push(socket);
-      await withTimeout(once(socket, "secureConnect"), 30_000, "agent TLS handshake");
+      await withTimeout(once(socket, "secureConnect"), AGENT_STREAM_WAIT_MS, "agent TLS handshake");
       if (socket.alpnProtocol !== TUNNEL_ALPN) throw new Error(`server chose ALPN ${socket.alpnProtocol}`);
       socket.write(
         encodeHello({ agentid: [`${opts.idPrefix}-${i}`], authorization: [`Bearer ${opts.token}`] }),
@@ -221,13 +236,9 @@ async function openTunnelAgents(
           socket.on("data", onData);
           socket.once("close", () => reject(new Error("agent stream closed")));
         }),
-        30_000,
+        AGENT_STREAM_WAIT_MS,
         "agent stream",
       );
-    });
-  } catch (err) {
-    close();
-    throw err;
-  }
-  return { count: opts.count, close };
+    },
+  );
 }
