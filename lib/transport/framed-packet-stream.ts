@@ -70,6 +70,7 @@ export class FramedPacketStream extends EventEmitter implements PacketStream {
   ) {
     super();
     this.highWaterMark = opts.highWaterMark ?? TUNNEL_WRITE_HIGH_WATER_BYTES;
+    socket.pause(); // until the owner listens (below)
     socket.on("data", (chunk: Buffer) => this.onChunk(chunk));
     socket.on("drain", () => {
       if (!this.needDrain) return;
@@ -93,9 +94,18 @@ export class FramedPacketStream extends EventEmitter implements PacketStream {
       this.emit("close");
     });
     this.scheduleKeepalive();
-    // Frames that came with the handshake; delivered once the owner has attached its listeners.
-    if (decoder.pendingBytes > 0) queueMicrotask(() => this.flush());
-    socket.resume();
+    // Nothing is read until the owner listens for packets (as a Readable starts flowing on its
+    // first "data" listener): the owner may attach only after a few awaits, and frames that came
+    // with the handshake, or a DIAL_REQ right behind WELCOME, must not be emitted to nobody.
+    const start = (event: string | symbol) => {
+      if (event !== "data") return;
+      this.off("newListener", start);
+      queueMicrotask(() => {
+        this.flush();
+        if (!this.paused && !this.socket.destroyed) this.socket.resume();
+      });
+    };
+    this.on("newListener", start);
   }
 
   get writableNeedDrain(): boolean {

@@ -2,7 +2,7 @@ import { once } from "node:events";
 import { type AddressInfo, connect, createServer, type Server, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { dataPacket, dialRequest, type Packet, PacketType } from "../../lib/proto/packet.js";
-import { FrameDecoder, FrameType } from "../../lib/proto/tunnel-frames.js";
+import { encodeDataHeader, FrameDecoder, FrameType } from "../../lib/proto/tunnel-frames.js";
 import { FramedPacketStream, KeepaliveTimeoutError } from "../../lib/transport/framed-packet-stream.js";
 import { waitFor } from "../helpers/agent.js";
 
@@ -59,6 +59,20 @@ describe("FramedPacketStream", () => {
     );
     expect(data.equals(payload)).toBe(true);
     await waitFor(() => got.some((p) => p.type === PacketType.DATA && p.error === "backend reset"));
+  });
+
+  it("holds packets that arrive before the owner listens, including those read with the handshake", async () => {
+    const [a, b] = await socketPair();
+    const left = new FramedPacketStream(a, new FrameDecoder(), noKeepalive);
+    // What a handshake reader may have taken off the socket together with WELCOME.
+    const early = new FrameDecoder();
+    early.push(Buffer.concat([encodeDataHeader(1n, 1), Buffer.from("a")]));
+    const right = new FramedPacketStream(b, early, noKeepalive);
+    left.write(dataPacket(2n, Buffer.from("b")));
+    await new Promise((r) => setTimeout(r, 50)); // the owner attaches late
+    const got = collect(right);
+    await waitFor(() => got.length === 2);
+    expect(got.map((p) => (p.type === PacketType.DATA ? p.connectId : -1n))).toEqual([1n, 2n]);
   });
 
   it("stops delivering at once when paused, even within a chunk, and resumes in order", async () => {
@@ -125,7 +139,9 @@ describe("FramedPacketStream", () => {
   it("stays up while the peer answers its pings", async () => {
     const [a, b] = await socketPair();
     const left = new FramedPacketStream(a, new FrameDecoder(), { keepaliveMs: 30, keepaliveTimeoutMs: 60 });
-    new FramedPacketStream(b, new FrameDecoder(), noKeepalive); // answers PING with PONG
+    left.on("data", () => {});
+    // Answers PING with PONG once it is read, like any owner reads it.
+    new FramedPacketStream(b, new FrameDecoder(), noKeepalive).on("data", () => {});
     const pings = { n: 0 };
     const write = a.write.bind(a);
     a.write = ((chunk: Buffer, ...rest: never[]) => {
@@ -141,6 +157,7 @@ describe("FramedPacketStream", () => {
     const stream = new FramedPacketStream(b, new FrameDecoder(), noKeepalive);
     const errors: Error[] = [];
     stream.on("error", (e: Error) => errors.push(e));
+    stream.on("data", () => {});
     a.write(Buffer.from([FrameType.HELLO, 0, 0, 0, 2, 0x7b, 0x7d]));
     await new Promise((r) => stream.once("close", r));
     expect(errors[0]?.message).toMatch(/handshake frame type 1 after the handshake/);
