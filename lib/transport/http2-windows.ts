@@ -7,11 +7,11 @@
  * `grpc-node.flow_control_window` channel option but leaves server sessions at the default, so
  * the server's per-stream window is raised here.
  *
- * The server's connection-level window is deliberately left at the default for now: raising it
- * with `session.setLocalWindowSize` made Node's HTTP/2 session miss the end of a killed agent's
- * connection in about half of our agent-kill tests (test/integration/lifecycle.test.ts), so the
- * agent's tunnels stayed open until keepalive. Detecting a dead agent at once matters more; see
- * docs/PERFORMANCE.md for what this costs on WAN links.
+ * The server's connection-level window is deliberately left at the default: raised with
+ * `session.setLocalWindowSize`, Node's HTTP/2 session sometimes never saw a killed peer (a native
+ * write fails with EPIPE, the session is not destroyed and stops reading; docs/DESIGN.md), so its
+ * tunnels stayed open until keepalive. Our own agents no longer ride HTTP/2 (kgw-tunnel/1); this
+ * window still bounds upstream agents over WAN and gRPC callers' uploads (docs/PERFORMANCE.md).
  */
 import type { Http2Server } from "node:http2";
 import type { Server as GrpcServer } from "@grpc/grpc-js";
