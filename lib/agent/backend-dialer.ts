@@ -26,7 +26,7 @@ import {
   PacketType,
   packetTypeName,
 } from "../proto/packet.js";
-import { ConnectionCredit, type FlowMode } from "../tunnel/flow-control.js";
+import { AGENT_RECEIVE_WINDOW_BYTES, ConnectionCredit, type FlowMode } from "../tunnel/flow-control.js";
 import { PacketSink } from "../tunnel/packet-sink.js";
 import type { PacketStream } from "../tunnel/packet-stream.js";
 import { PauseLatch } from "../tunnel/pause-latch.js";
@@ -217,7 +217,7 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
       this.opts.flow === "credit"
         ? new ConnectionCredit((bytes) => {
             if (this.conns.get(connectId) === conn) this.send(credit(connectId, bytes));
-          })
+          }, AGENT_RECEIVE_WINDOW_BYTES)
         : undefined;
     const conn: EndpointConnection = new EndpointConnection(connectId, p.socket, this.side, log, flowCredit);
     this.conns.set(connectId, conn);

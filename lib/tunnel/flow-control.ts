@@ -34,6 +34,12 @@ export const CONNECTION_WINDOW_BYTES = 2 * 1024 * 1024;
 export const RECEIVE_WINDOW_BYTES = 4 * 1024 * 1024;
 
 /**
+ * The agent's receive window (bytes towards a backend, "upload"): larger, because what a stalled
+ * backend holds there is in the tenant's own agent, not in the shared gateway.
+ */
+export const AGENT_RECEIVE_WINDOW_BYTES = 8 * 1024 * 1024;
+
+/**
  * Largest DATA payload a sender puts in one packet in credit mode. Larger writes are split
  * (views, not copies), so a receiver can bound overshoot: the sender stops when its credit is
  * used up, which is at most one packet late.
@@ -68,7 +74,11 @@ export class ConnectionCredit {
   private waiter: (() => void) | undefined;
 
   /** `grant` sends a KGW_CREDIT packet for this connection. */
-  constructor(private readonly grant: (bytes: number) => void) {}
+  constructor(
+    private readonly grant: (bytes: number) => void,
+    /** What we let the peer have in flight towards us (after `openWindow`). */
+    private readonly receiveWindow: number = RECEIVE_WINDOW_BYTES,
+  ) {}
 
   /** Sender: `n` bytes were sent. False once the peer's window is used up: stop reading. */
   spend(n: number): boolean {
@@ -101,13 +111,13 @@ export class ConnectionCredit {
    * the peer knows the connection (DIAL_RSP sent or received).
    */
   openWindow(): void {
-    this.grant(RECEIVE_WINDOW_BYTES - CONNECTION_WINDOW_BYTES);
+    this.grant(this.receiveWindow - CONNECTION_WINDOW_BYTES);
   }
 
   /** Receiver: `n` bytes arrived. False when the peer sent past its window (it broke the rules). */
   received(n: number): boolean {
     this.outstanding += n;
-    return this.outstanding <= RECEIVE_WINDOW_BYTES + MAX_DATA_PACKET_BYTES;
+    return this.outstanding <= this.receiveWindow + MAX_DATA_PACKET_BYTES;
   }
 
   /** Receiver: `n` bytes left our buffers; credit goes back to the sender in batches. */

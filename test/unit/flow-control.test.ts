@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from "vitest";
 import {
+  AGENT_RECEIVE_WINDOW_BYTES,
   CONNECTION_WINDOW_BYTES,
   ConnectionCredit,
   CREDIT_BATCH_BYTES,
@@ -59,6 +60,15 @@ describe("per-connection credit", () => {
   it("flags a peer that sends past the window we granted", () => {
     const c = new ConnectionCredit(() => {});
     expect(c.received(RECEIVE_WINDOW_BYTES + MAX_DATA_PACKET_BYTES)).toBe(true);
+    expect(c.received(1)).toBe(false);
+  });
+
+  it("grants the window its owner chose", () => {
+    const grants: number[] = [];
+    const c = new ConnectionCredit((n) => grants.push(n), AGENT_RECEIVE_WINDOW_BYTES);
+    c.openWindow();
+    expect(grants).toEqual([AGENT_RECEIVE_WINDOW_BYTES - CONNECTION_WINDOW_BYTES]);
+    expect(c.received(AGENT_RECEIVE_WINDOW_BYTES + MAX_DATA_PACKET_BYTES)).toBe(true);
     expect(c.received(1)).toBe(false);
   });
 
