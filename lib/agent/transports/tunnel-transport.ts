@@ -57,8 +57,9 @@ export function openTunnelStream(
       () => fail(new ServerConnectError(`no tunnel handshake within ${timeoutMs}ms`)),
       timeoutMs,
     );
+    const onClose = () => fail(new ServerConnectError("connection closed during the tunnel handshake"));
     socket.on("error", fail);
-    socket.once("close", () => fail(new ServerConnectError("connection closed during the tunnel handshake")));
+    socket.once("close", onClose);
     socket.once("secureConnect", async () => {
       if (socket.alpnProtocol !== TUNNEL_ALPN) {
         fail(new TunnelNotOfferedError(socket.alpnProtocol ?? false));
@@ -80,8 +81,8 @@ export function openTunnelStream(
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        socket.removeAllListeners("error");
-        socket.removeAllListeners("close");
+        socket.off("error", fail);
+        socket.off("close", onClose);
         resolve(opened(socket, decoder, answer.headers, target));
       } catch (err) {
         fail(err as Error);
