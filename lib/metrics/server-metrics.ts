@@ -94,6 +94,13 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  readonly deadHttp2Peers = new Counter({
+    name: "kgw_server_http2_dead_peers_total",
+    help: "HTTP/2 connections closed because their peer was gone (connection reset) or stopped answering PINGs, by listener.",
+    labelNames: ["listener", "reason"] as const,
+    registers: [this.registry],
+  });
+
   readonly tunnelBytes = new Counter({
     name: "kgw_server_tunnel_bytes_total",
     help: "Bytes carried through tunnels, by direction (to_agent, to_client).",

@@ -17,8 +17,10 @@ import {
   acceptFrontendConnection,
   type FrontendConnectionOptions,
 } from "../transport/frontend-connection.js";
+import { injectTransport } from "../transport/grpc-http2-servers.js";
 import { AGENT_SERVICE, PROXY_SERVICE } from "../transport/grpc-services.js";
 import { metricsRoute, type RunningHttpServer, startHttpServer } from "../transport/http-endpoints.js";
+import { Http2PeerWatch, tcpPeerGone } from "../transport/http2-peer-watch.js";
 import { raiseServerWindows } from "../transport/http2-windows.js";
 import { closeServer, listenTcp, listenUnix } from "../transport/listen.js";
 import { SocketTracker } from "../transport/socket-tracker.js";
@@ -36,6 +38,12 @@ import { chooserFor } from "./proxy-strategies.js";
 export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
 /** gRPC keepalive: how long to wait for a ping ack before declaring the peer dead. */
 export const KEEPALIVE_TIMEOUT_MS = 20_000;
+/**
+ * Dead HTTP/2 peers (lib/transport/http2-peer-watch.ts): sessions silent for half a second after
+ * our writes are checked; a reset socket is closed at once, a live-looking one gets a PING with
+ * the keepalive's time to answer.
+ */
+const PEER_WATCH = { tickMs: 500, stallMs: 500, answerMs: KEEPALIVE_TIMEOUT_MS } as const;
 /** While shutting down, how often to check whether open tunnels have finished. */
 const DRAIN_POLL_MS = 100;
 
@@ -83,6 +91,7 @@ export class Gateway {
   private readonly listeners: Server[] = [];
   private readonly grpcServers: GrpcServer[] = [];
   private readonly injectors: ConnectionInjector[] = [];
+  private readonly peerWatches: Http2PeerWatch[] = [];
   private readonly httpServers: RunningHttpServer[] = [];
   private closed: Promise<void> | null = null;
   addresses!: GatewayAddresses;
@@ -139,7 +148,7 @@ export class Gateway {
     };
     const agentGrpc = grpcServer(opts.agent.keepaliveMs);
     agentGrpc.addService(AGENT_SERVICE, { connect: createAgentConnectHandler(admission) });
-    const agentInjector = this.inject(agentGrpc);
+    const agentInjector = this.inject(agentGrpc, "agent");
     const acceptTunnel = createAgentTunnelHandler(admission, {
       handshakeTimeoutMs: TLS_HANDSHAKE_TIMEOUT_MS,
       keepaliveMs: opts.agent.keepaliveMs,
@@ -154,7 +163,7 @@ export class Gateway {
     });
     agentServer.on("secureConnection", (socket: TLSSocket) => {
       if (socket.alpnProtocol === TUNNEL_ALPN) void acceptTunnel(socket);
-      else agentInjector.injectConnection(socket);
+      else injectTransport(agentInjector, socket);
     });
     this.track(agentServer, "agent");
 
@@ -181,14 +190,14 @@ export class Gateway {
         });
       },
     });
-    const frontendInjector = this.inject(frontendGrpc);
+    const frontendInjector = this.inject(frontendGrpc, "frontend");
     const connectionOptions = (listener: string): FrontendConnectionOptions => ({
       listener,
       maxHeaderBytes: opts.frontend.maxHeaderBytes,
       headerTimeoutMs: opts.frontend.headerTimeoutMs,
       log: log.child({ component: "frontend", listener }),
       metrics: this.metrics,
-      onGrpc: (c) => frontendInjector.injectConnection(c),
+      onGrpc: (c) => injectTransport(frontendInjector, c),
       onConnect: (socket, request, rest) => {
         serveConnect({
           socket,
@@ -253,12 +262,27 @@ export class Gateway {
     };
   }
 
-  private inject(server: GrpcServer): ConnectionInjector {
+  private inject(server: GrpcServer, listener: string): ConnectionInjector {
     this.grpcServers.push(server);
     const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
     if (!raiseServerWindows(server)) {
       this.log.warn("could not raise HTTP/2 windows (grpc-js internals changed); WAN throughput will suffer");
     }
+    const log = this.log.child({ component: "http2-peer-watch", listener });
+    const watch = new Http2PeerWatch({
+      ...PEER_WATCH,
+      disconnected: tcpPeerGone,
+      onClosed: (reason) => {
+        this.metrics.deadHttp2Peers.inc({ listener, reason });
+        log.warn({ reason }, "closed an HTTP/2 connection whose peer is gone");
+      },
+    });
+    if (!watch.attach(server)) {
+      this.log.warn(
+        "cannot watch HTTP/2 sessions (grpc-js internals changed); dead peers may hold tunnels open",
+      );
+    }
+    this.peerWatches.push(watch);
     this.injectors.push(injector);
     return injector;
   }
@@ -304,6 +328,7 @@ export class Gateway {
       for (const session of this.frontendSessions) session.abort();
       for (const i of this.injectors) i.destroy();
       for (const g of this.grpcServers) g.forceShutdown();
+      for (const w of this.peerWatches) w.close();
       this.sockets.destroyAll();
       await Promise.all([...this.listeners.map(closeServer), ...this.httpServers.map((h) => h.close())]);
       this.log.info("gateway stopped");
