@@ -124,13 +124,13 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
   }
 
   private send(packet: Packet): boolean {
-    this.opts.metrics.streamPackets.inc({ segment: "from_agent", packet_type: packetTypeName(packet) });
+    this.opts.metrics.streamPackets.count("from_agent", packet);
     return this.sink.send(packet);
   }
 
   private onPacket(packet: Packet): void {
     if (this.ended) return;
-    this.opts.metrics.streamPackets.inc({ segment: "to_agent", packet_type: packetTypeName(packet) });
+    this.opts.metrics.streamPackets.count("to_agent", packet);
     switch (packet.type) {
       case PacketType.DIAL_REQ:
         this.onDialRequest(packet);

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { PacketCounter } from "./tallied-counter.js";
 
 /**
  * Agent metrics under upstream proxy-agent's names (`konnectivity_network_proxy_agent_*`) and
@@ -62,10 +63,9 @@ export class AgentMetrics {
     registers: [this.registry],
   });
 
-  readonly streamPackets = new Counter({
+  readonly streamPackets = new PacketCounter<AgentStreamSegment>({
     name: `${NS}_stream_packets_total`,
     help: "Count of packets processed, by segment and packet type (example: from_client, DIAL_REQ)",
-    labelNames: ["segment", "packet_type"] as const,
     registers: [this.registry],
   });
 

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { PacketCounter, TalliedCounter } from "./tallied-counter.js";
 
 /**
  * Server metrics under upstream's names (`konnectivity_network_proxy_server_*`), so existing
@@ -73,10 +74,9 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
-  readonly streamPackets = new Counter({
+  readonly streamPackets = new PacketCounter<StreamSegment>({
     name: `${NS}_stream_packets_total`,
     help: "Count of packets processed, by segment and packet type (example: from_client, DIAL_REQ)",
-    labelNames: ["segment", "packet_type"] as const,
     registers: [this.registry],
   });
 
@@ -101,10 +101,12 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
-  readonly tunnelBytes = new Counter({
+  readonly tunnelBytes = new TalliedCounter<"direction">({
     name: "kgw_server_tunnel_bytes_total",
     help: "Bytes carried through tunnels, by direction (to_agent, to_client).",
     labelNames: ["direction"] as const,
     registers: [this.registry],
   });
+  readonly bytesToAgent = this.tunnelBytes.slot({ direction: "to_agent" });
+  readonly bytesToClient = this.tunnelBytes.slot({ direction: "to_client" });
 }

@@ -143,12 +143,12 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
   }
 
   private send(packet: Packet): boolean {
-    this.opts.metrics.streamPackets.inc({ segment: "to_agent", packet_type: packetTypeName(packet) });
+    this.opts.metrics.streamPackets.count("to_agent", packet);
     return this.sink.send(packet);
   }
 
   private onPacket(packet: Packet): void {
-    this.opts.metrics.streamPackets.inc({ segment: "from_agent", packet_type: packetTypeName(packet) });
+    this.opts.metrics.streamPackets.count("from_agent", packet);
     switch (packet.type) {
       case PacketType.DIAL_RSP:
         this.onDialResponse(packet.random, packet.connectId, packet.error);
@@ -222,7 +222,7 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
     return {
       send: (data) => {
         if (conn.closing || this.conns.get(conn.connectId) !== conn) return true; // dropped: gone
-        this.opts.metrics.tunnelBytes.inc({ direction: "to_agent" }, data.byteLength);
+        this.opts.metrics.tunnelBytes.add(this.opts.metrics.bytesToAgent, data.byteLength);
         if (!credit) return this.send(dataPacket(conn.connectId, data));
         let writable = true;
         for (const chunk of dataChunks(data)) {
@@ -246,7 +246,7 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
       return;
     }
     if (conn.closing) return; // in flight when the caller closed; CLOSE_RSP is on its way
-    this.opts.metrics.tunnelBytes.inc({ direction: "to_client" }, data.byteLength);
+    this.opts.metrics.tunnelBytes.add(this.opts.metrics.bytesToClient, data.byteLength);
     const credit = conn.credit;
     if (credit) {
       const n = data.byteLength;

@@ -57,12 +57,12 @@ export class GrpcFrontendSession {
   }
 
   private send(packet: Packet, written?: () => void): boolean {
-    this.metrics.streamPackets.inc({ segment: "to_client", packet_type: packetTypeName(packet) });
+    this.metrics.streamPackets.count("to_client", packet);
     return this.sink.send(packet, written);
   }
 
   private onPacket(packet: Packet): void {
-    this.metrics.streamPackets.inc({ segment: "from_client", packet_type: packetTypeName(packet) });
+    this.metrics.streamPackets.count("from_client", packet);
     switch (packet.type) {
       case PacketType.DIAL_REQ:
         this.onDial(packet.random, { protocol: packet.protocol || "tcp", address: packet.address });
