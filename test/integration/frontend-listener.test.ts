@@ -135,6 +135,31 @@ describe("TLS on the TCP frontend", () => {
     expect(err.message).not.toBe("handshake succeeded");
   });
 
+  it.each([
+    ["frontend", () => port()],
+    ["agent", () => t.gw.addresses.agent.port],
+  ])(
+    "chooses TLS 1.3 with AES-128-GCM on the %s port for a client offering Node's defaults",
+    async (_n, p) => {
+      const s = tlsConnect({
+        host: "127.0.0.1",
+        port: p(),
+        servername: "localhost",
+        ca: t.pki.ca.certPem,
+        cert: t.pki.frontend.certPem,
+        key: t.pki.frontend.keyPem,
+      });
+      await new Promise<void>((resolve, reject) => {
+        s.once("secureConnect", resolve);
+        s.once("error", reject);
+      });
+      // Node's own preference would have been AES-256-GCM.
+      expect(s.getProtocol()).toBe("TLSv1.3");
+      expect(s.getCipher().name).toBe("TLS_AES_128_GCM_SHA256");
+      s.destroy();
+    },
+  );
+
   it("answers plaintext bytes on the TLS port by closing only that connection", async () => {
     const answer = await exchange(
       () => netConnect(port(), "127.0.0.1"),
