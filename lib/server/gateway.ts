@@ -169,6 +169,9 @@ export class Gateway {
 
     // Frontend: gRPC ProxyService and HTTP CONNECT on the same listeners.
     const frontendGrpc = grpcServer(opts.frontend.keepaliveMs);
+    // One child logger per kind, not per connection: each costs a few hundred bytes.
+    const frontendLog = log.child({ component: "frontend" });
+    const connectLog = log.child({ component: "connect" });
     const dialer: Dialer = (req, end) => {
       // Streams and sockets accepted before shutdown began may still ask; they get a clear no.
       if (!this.accepting) throw new ShuttingDownError();
@@ -176,12 +179,7 @@ export class Gateway {
     };
     frontendGrpc.addService(PROXY_SERVICE, {
       proxy: (call: ConstructorParameters<typeof GrpcFrontendSession>[0]) => {
-        const session = new GrpcFrontendSession(
-          call,
-          dialer,
-          log.child({ component: "frontend" }),
-          this.metrics,
-        );
+        const session = new GrpcFrontendSession(call, dialer, frontendLog, this.metrics);
         this.frontendSessions.add(session);
         this.metrics.grpcConnections.inc({ service_method: "Proxy" });
         call.once("close", () => {
@@ -204,7 +202,7 @@ export class Gateway {
           address: request.target,
           rest,
           dialer,
-          log: log.child({ component: "connect" }),
+          log: connectLog,
           metrics: this.metrics,
         });
       },

@@ -1,3 +1,4 @@
+import type { Socket } from "node:net";
 import { Duplex } from "node:stream";
 
 /**
@@ -20,6 +21,15 @@ export class PrefixedDuplex extends Duplex {
     inner.on("error", (err) => this.destroy(err));
     inner.on("close", () => this.destroy());
     inner.pause();
+  }
+
+  /** The socket's byte counters (Http2PeerWatch compares them). */
+  get bytesRead(): number {
+    return (this.inner as Partial<Socket>).bytesRead ?? 0;
+  }
+
+  get bytesWritten(): number {
+    return (this.inner as Partial<Socket>).bytesWritten ?? 0;
   }
 
   override _read(): void {
