@@ -49,6 +49,29 @@ export const MAX_DATA_PACKET_BYTES = 256 * 1024;
 /** Credit is returned in batches of at least this much, to keep KGW_CREDIT packets rare. */
 export const CREDIT_BATCH_BYTES = CONNECTION_WINDOW_BYTES / 8;
 
+/**
+ * How far a receiver lets a connection's window grow when the window, not the consumer, is what
+ * holds the sender back (see `ConnectionCredit`): 16 MiB, ~750 MB/s per connection at 22 ms RTT,
+ * and the same 16 MiB the gateway's HTTP/2 stream window already grants an upstream agent.
+ */
+export const MAX_RECEIVE_WINDOW_BYTES = 16 * 1024 * 1024;
+
+/**
+ * A pause in a connection's data at least this long, right after a burst of about a window, is
+ * the sender waiting for credit: on loopback credit comes back in tens of microseconds, over a
+ * WAN it takes the round trip.
+ */
+export const WINDOW_WAIT_MS = 2;
+
+export interface ReceiveWindowPolicy {
+  /** Where the window starts (granted by `openWindow`). */
+  initial: number;
+  /** Where growth stops. */
+  max: number;
+  /** Milliseconds, monotonic. */
+  now: () => number;
+}
+
 /** Chooses the mode for a stream from the peer's offer (agent side: the server's answer). */
 export function negotiatedFlow(headerValues: readonly unknown[]): FlowMode {
   return headerValues.some(
@@ -66,19 +89,43 @@ export function negotiatedFlow(headerValues: readonly unknown[]): FlowMode {
 /**
  * Credit state of one connection, both directions. Single producer per direction: at most one
  * waiter for send credit at a time.
+ *
+ * The receive window tunes itself, as TCP's receive autotuning and Go's HTTP/2 BDP estimator do.
+ * A sender held back by the window sends a window's worth, then waits a round trip for credit:
+ * the receiver sees bursts of about a window separated by pauses. So when data resumes after a
+ * pause of at least WINDOW_WAIT_MS, the burst before it was about a window (from three quarters
+ * of it to one packet past it: a sender whose credit came back in time sends on far past the
+ * window, and a hiccup in that is no reason to grow), and our consumer kept up (under a quarter of the window unconsumed), the window
+ * doubles, up to `max`. Interactive traffic (small bursts), a sender that is itself the limit
+ * (no pauses) and a slow or stalled consumer (its unconsumed bytes are what holds the sender)
+ * never grow it, so what a stalled reader holds stays bounded by the window it had.
  */
 export class ConnectionCredit {
   private sendCredit = CONNECTION_WINDOW_BYTES;
   private outstanding = 0;
   private toGrant = 0;
   private waiter: (() => void) | undefined;
+  private readonly policy: ReceiveWindowPolicy;
+  /** What we currently let the peer have in flight towards us. */
+  private window = CONNECTION_WINDOW_BYTES;
+  /** Bytes received since the last pause, and when the last of them came. */
+  private burst = 0;
+  private lastReceivedAt: number | null = null;
 
   /** `grant` sends a KGW_CREDIT packet for this connection. */
   constructor(
     private readonly grant: (bytes: number) => void,
-    /** What we let the peer have in flight towards us (after `openWindow`). */
-    private readonly receiveWindow: number = RECEIVE_WINDOW_BYTES,
-  ) {}
+    /** The receive window granted at `openWindow`, or a whole policy. */
+    receive: number | Partial<ReceiveWindowPolicy> = RECEIVE_WINDOW_BYTES,
+  ) {
+    const p = typeof receive === "number" ? { initial: receive } : receive;
+    const initial = p.initial ?? RECEIVE_WINDOW_BYTES;
+    this.policy = {
+      initial,
+      max: Math.max(initial, p.max ?? MAX_RECEIVE_WINDOW_BYTES),
+      now: p.now ?? (() => performance.now()),
+    };
+  }
 
   /** Sender: `n` bytes were sent. False once the peer's window is used up: stop reading. */
   spend(n: number): boolean {
@@ -88,6 +135,11 @@ export class ConnectionCredit {
 
   get canSend(): boolean {
     return this.sendCredit > 0;
+  }
+
+  /** The receive window now (grows while the window is what limits the connection). */
+  get receiveWindow(): number {
+    return this.window;
   }
 
   /** Runs `cb` once there is send credit again (at once if there is). */
@@ -111,13 +163,24 @@ export class ConnectionCredit {
    * the peer knows the connection (DIAL_RSP sent or received).
    */
   openWindow(): void {
-    this.grant(this.receiveWindow - CONNECTION_WINDOW_BYTES);
+    this.raiseWindow(this.policy.initial);
   }
 
   /** Receiver: `n` bytes arrived. False when the peer sent past its window (it broke the rules). */
   received(n: number): boolean {
+    const now = this.policy.now();
+    if (this.lastReceivedAt !== null && now - this.lastReceivedAt >= WINDOW_WAIT_MS) {
+      const windowSized =
+        this.burst >= (this.window * 3) / 4 && this.burst <= this.window + MAX_DATA_PACKET_BYTES;
+      if (windowSized && this.outstanding <= this.window / 4) {
+        this.raiseWindow(Math.min(this.window * 2, this.policy.max));
+      }
+      this.burst = 0;
+    }
+    this.lastReceivedAt = now;
+    this.burst += n;
     this.outstanding += n;
-    return this.outstanding <= this.receiveWindow + MAX_DATA_PACKET_BYTES;
+    return this.outstanding <= this.window + MAX_DATA_PACKET_BYTES;
   }
 
   /** Receiver: `n` bytes left our buffers; credit goes back to the sender in batches. */
@@ -134,6 +197,13 @@ export class ConnectionCredit {
   /** Drops a parked waiter (the connection is closing). */
   cancel(): void {
     this.waiter = undefined;
+  }
+
+  private raiseWindow(to: number): void {
+    if (to <= this.window) return;
+    const extra = to - this.window;
+    this.window = to;
+    this.grant(extra);
   }
 }
 

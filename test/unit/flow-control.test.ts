@@ -6,6 +6,7 @@ import {
   CREDIT_BATCH_BYTES,
   dataChunks,
   MAX_DATA_PACKET_BYTES,
+  MAX_RECEIVE_WINDOW_BYTES,
   negotiatedFlow,
   RECEIVE_WINDOW_BYTES,
 } from "../../lib/tunnel/flow-control.js";
@@ -59,7 +60,14 @@ describe("per-connection credit", () => {
 
   it("flags a peer that sends past the window we granted", () => {
     const c = new ConnectionCredit(() => {});
+    c.openWindow();
     expect(c.received(RECEIVE_WINDOW_BYTES + MAX_DATA_PACKET_BYTES)).toBe(true);
+    expect(c.received(1)).toBe(false);
+  });
+
+  it("holds a peer to the protocol's initial window until ours is opened", () => {
+    const c = new ConnectionCredit(() => {});
+    expect(c.received(CONNECTION_WINDOW_BYTES + MAX_DATA_PACKET_BYTES)).toBe(true);
     expect(c.received(1)).toBe(false);
   });
 
@@ -81,6 +89,96 @@ describe("per-connection credit", () => {
     sender.replenish(grants[0]!);
     expect(sender.spend(RECEIVE_WINDOW_BYTES - 1)).toBe(true);
     expect(sender.spend(1)).toBe(false);
+  });
+
+  describe("receive window autotuning", () => {
+    const MiB = 1024 * 1024;
+    /** A receiver on a fake clock, and a sender wired to it through a delay of `rttMs`. */
+    function link(rttMs: number, consumer: "fast" | "stalled", max = MAX_RECEIVE_WINDOW_BYTES) {
+      let now = 0;
+      const inFlight: number[] = [];
+      const receiver = new ConnectionCredit((n) => inFlight.push(n), {
+        initial: RECEIVE_WINDOW_BYTES,
+        max,
+        now: () => now,
+      });
+      const sender = new ConnectionCredit(() => {});
+      receiver.openWindow();
+      /** One round: the sender sends all its credit; the receiver takes it in after rtt/2. */
+      const round = () => {
+        now += rttMs / 2;
+        for (const g of inFlight.splice(0)) sender.replenish(g);
+        let sent = 0;
+        while (sender.canSend) {
+          sender.spend(256 * 1024);
+          sent += 256 * 1024;
+        }
+        now += rttMs / 2;
+        for (let off = 0; off < sent; off += 256 * 1024) {
+          expect(receiver.received(256 * 1024)).toBe(true);
+          if (consumer === "fast") receiver.released(256 * 1024);
+        }
+        return sent;
+      };
+      return { receiver, round };
+    }
+
+    it("doubles a WAN connection's window, round by round, up to the cap", () => {
+      const { receiver, round } = link(20, "fast");
+      const windows: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        round();
+        windows.push(receiver.receiveWindow / MiB);
+      }
+      expect(windows[0]).toBe(4);
+      expect(windows.at(-1)).toBe(16);
+      expect(windows).toEqual([...windows].sort((a, b) => a - b));
+    });
+
+    it("leaves a loopback connection's window alone: the credit's round trip costs nothing", () => {
+      const { receiver, round } = link(0.1, "fast");
+      for (let i = 0; i < 10; i++) round();
+      expect(receiver.receiveWindow).toBe(RECEIVE_WINDOW_BYTES);
+    });
+
+    it("ignores a hiccup in a stream that was flowing freely for far more than a window", () => {
+      let now = 0;
+      const c = new ConnectionCredit(() => {}, { now: () => now });
+      c.openWindow();
+      for (let i = 0; i < 64; i++) {
+        now += 0.05;
+        c.received(256 * 1024);
+        c.released(256 * 1024);
+      }
+      now += 10; // a GC pause, say
+      c.received(256 * 1024);
+      expect(c.receiveWindow).toBe(RECEIVE_WINDOW_BYTES);
+    });
+
+    it("leaves interactive traffic's window alone, however long its pauses", () => {
+      let now = 0;
+      const c = new ConnectionCredit(() => {}, { now: () => now });
+      c.openWindow();
+      for (let i = 0; i < 20; i++) {
+        now += 500;
+        c.received(4096);
+        c.released(4096);
+      }
+      expect(c.receiveWindow).toBe(RECEIVE_WINDOW_BYTES);
+    });
+
+    it("never grows the window of a consumer that does not keep up", () => {
+      const { receiver, round } = link(20, "stalled");
+      round();
+      round();
+      expect(receiver.receiveWindow).toBe(RECEIVE_WINDOW_BYTES);
+    });
+
+    it("stops at its cap", () => {
+      const { receiver, round } = link(20, "fast", 8 * MiB);
+      for (let i = 0; i < 6; i++) round();
+      expect(receiver.receiveWindow).toBe(8 * MiB);
+    });
   });
 
   it("splits large payloads into views without copying", () => {
