@@ -141,29 +141,31 @@ describe("per-connection credit", () => {
       expect(receiver.receiveWindow).toBe(RECEIVE_WINDOW_BYTES);
     });
 
-    it("ignores a hiccup in a stream that was flowing freely for far more than a window", () => {
+    /** A receiver on a fake clock, fed `times` chunks of `bytes` `gapMs` apart, each consumed at once. */
+    function fed(times: number, gapMs: number, bytes: number) {
       let now = 0;
       const c = new ConnectionCredit(() => {}, { now: () => now });
       c.openWindow();
-      for (let i = 0; i < 64; i++) {
-        now += 0.05;
-        c.received(256 * 1024);
-        c.released(256 * 1024);
+      const feed = () => {
+        c.received(bytes);
+        c.released(bytes);
+      };
+      for (let i = 0; i < times; i++) {
+        now += gapMs;
+        feed();
       }
-      now += 10; // a GC pause, say
-      c.received(256 * 1024);
+      return { c, feed, pause: (ms: number) => (now += ms) };
+    }
+
+    it("ignores a hiccup in a stream that was flowing freely for far more than a window", () => {
+      const { c, feed, pause } = fed(64, 0.05, 256 * 1024);
+      pause(10); // a GC pause, say
+      feed();
       expect(c.receiveWindow).toBe(RECEIVE_WINDOW_BYTES);
     });
 
     it("leaves interactive traffic's window alone, however long its pauses", () => {
-      let now = 0;
-      const c = new ConnectionCredit(() => {}, { now: () => now });
-      c.openWindow();
-      for (let i = 0; i < 20; i++) {
-        now += 500;
-        c.received(4096);
-        c.released(4096);
-      }
+      const { c } = fed(20, 500, 4096);
       expect(c.receiveWindow).toBe(RECEIVE_WINDOW_BYTES);
     });
 
