@@ -12,7 +12,7 @@
 import type { Socket } from "node:net";
 import type { Logger } from "../observability/logger.js";
 import { dataPacket, type Packet } from "../proto/packet.js";
-import { type ConnectionCredit, dataChunks } from "../tunnel/flow-control.js";
+import type { ConnectionCredit } from "../tunnel/flow-control.js";
 import type { PauseLatch } from "../tunnel/pause-latch.js";
 import { BACKEND_CLOSE_FLUSH_TIMEOUT_MS } from "./timeouts.js";
 
@@ -113,11 +113,9 @@ export class EndpointConnection {
     const credit = this.credit;
     let writable = true;
     if (credit) {
-      for (const part of dataChunks(chunk)) {
-        writable = this.side.send(dataPacket(this.connectId, part)) && writable;
-        credit.spend(part.byteLength);
-      }
-      writable &&= credit.canSend;
+      writable = credit.write(chunk, (part) =>
+        this.state === "open" ? this.side.send(dataPacket(this.connectId, part)) : true,
+      );
     } else {
       writable = this.side.send(dataPacket(this.connectId, chunk));
     }

@@ -49,8 +49,8 @@ export class TalliedCounter<T extends string> {
     for (let i = 0; i < this.pending.length; i++) {
       const n = this.pending[i]!;
       if (n === 0) continue;
+      this.pending[i] = 0; // first: a throwing inc() must not poison every later scrape
       this.counter.inc(this.labels[i]!, n);
-      this.pending[i] = 0;
     }
   }
 }

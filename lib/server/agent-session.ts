@@ -36,7 +36,7 @@ import {
   packetTypeName,
 } from "../proto/packet.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../tunnel/endpoints.js";
-import { ConnectionCredit, dataChunks, type FlowMode } from "../tunnel/flow-control.js";
+import { ConnectionCredit, type FlowMode } from "../tunnel/flow-control.js";
 import { PacketSink } from "../tunnel/packet-sink.js";
 import type { PacketStream } from "../tunnel/packet-stream.js";
 import { PauseLatch } from "../tunnel/pause-latch.js";
@@ -224,12 +224,12 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
         if (conn.closing || this.conns.get(conn.connectId) !== conn) return true; // dropped: gone
         this.opts.metrics.tunnelBytes.add(this.opts.metrics.bytesToAgent, data.byteLength);
         if (!credit) return this.send(dataPacket(conn.connectId, data));
-        let writable = true;
-        for (const chunk of dataChunks(data)) {
-          writable = this.send(dataPacket(conn.connectId, chunk)) && writable;
-          credit.spend(chunk.byteLength);
-        }
-        return writable && credit.canSend;
+        // Parts may be sent later, as credit returns; by then the connection may be gone.
+        return credit.write(data, (part) =>
+          conn.closing || this.conns.get(conn.connectId) !== conn
+            ? true
+            : this.send(dataPacket(conn.connectId, part)),
+        );
       },
       onceWritable: credit
         ? (cb) => credit.onceCredit(() => this.sink.onceWritable(cb))

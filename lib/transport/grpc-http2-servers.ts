@@ -33,11 +33,15 @@ export function injectTransport(injector: ConnectionInjector, socket: Duplex): v
 
 /**
  * The socket `session` was made on, if it came through `injectTransport`. `session.socket` is a
- * proxy that forbids destroying it; the proxy passes property reads through to the socket.
+ * proxy that forbids destroying it; the proxy passes property reads through to the socket. A
+ * stream without a native handle (a sniffed connection's `PrefixedDuplex`) is wrapped by Node in
+ * a JSStreamSocket, which keeps it as `stream`.
  */
 export function transportOf(session: Http2Session): Duplex | undefined {
+  type Tagged = Record<symbol, Duplex | undefined> & { stream?: Record<symbol, Duplex | undefined> };
   try {
-    return (session.socket as unknown as Record<symbol, Duplex | undefined>)[TRANSPORT];
+    const socket = session.socket as unknown as Tagged;
+    return socket[TRANSPORT] ?? socket.stream?.[TRANSPORT];
   } catch {
     return undefined; // the session has let go of its socket
   }

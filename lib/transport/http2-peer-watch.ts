@@ -13,8 +13,8 @@
  * counters sampled every `tickMs` tell) and then heard nothing for `stallMs`. Such a session is asked two things: whether its TCP socket still has a
  * peer (a reset socket reports ENOTCONN: certain, so it is closed at once) and, when that cannot
  * be told, a PING, which any live HTTP/2 peer answers however busy its streams are; no answer
- * within `answerMs` closes it. Sessions that are idle or in a healthy exchange cost one counter
- * comparison per tick.
+ * within `answerMs` closes it. Sessions that are idle cost one counter comparison per tick; one
+ * whose request and answer fall into the same tick gets a PING after it (counters are sampled).
  */
 
 import type { Http2Session } from "node:http2";
@@ -72,6 +72,7 @@ export function tcpPeerGone(socket: Duplex): boolean {
 export class Http2PeerWatch {
   private readonly watched = new Map<Http2Session, Watched>();
   private timer: NodeJS.Timeout | null = null;
+  private readonly detach: (() => void)[] = [];
 
   constructor(private readonly opts: Http2PeerWatchOptions) {}
 
@@ -101,11 +102,13 @@ export class Http2PeerWatch {
   attach(server: GrpcServer): boolean {
     const servers = http2ServersOf(server);
     if (!servers) return false;
+    const onSession = (session: Http2Session) => {
+      const transport = transportOf(session);
+      if (transport) this.watch(session, transport);
+    };
     for (const h2 of servers) {
-      h2.on("session", (session) => {
-        const transport = transportOf(session);
-        if (transport) this.watch(session, transport);
-      });
+      h2.on("session", onSession);
+      this.detach.push(() => h2.off("session", onSession));
     }
     return true;
   }
@@ -114,8 +117,9 @@ export class Http2PeerWatch {
     return this.watched.size;
   }
 
-  /** Stops watching everything (the sessions themselves are left alone). */
+  /** Stops watching everything, new sessions included (the sessions themselves are left alone). */
   close(): void {
+    for (const d of this.detach.splice(0)) d();
     this.watched.clear();
     this.stopTimer();
   }
@@ -139,6 +143,9 @@ export class Http2PeerWatch {
       if (read !== w.read) {
         w.read = read;
         w.readAt = now;
+        // A stuck session never reads: anything read proves the peer alive, so a PING queued
+        // behind a full send buffer on a slow link gets more time while the peer keeps talking.
+        if (w.pingSentAt !== null) w.pingSentAt = now;
       }
       if (written !== w.written) {
         w.written = written;
@@ -162,14 +169,17 @@ export class Http2PeerWatch {
 
   private ping(w: Watched, now: number): void {
     try {
-      const sent = w.session.ping((err) => {
+      // False when too many PINGs are outstanding: the deadline applies all the same.
+      w.session.ping((err) => {
         if (err) return;
         w.pingSentAt = null;
         w.answeredWritten = (w.socket as Counted).bytesWritten ?? 0;
       });
-      if (sent) w.pingSentAt = now;
+      w.pingSentAt = now;
     } catch {
-      // The session is closing; its "close" removes it.
+      // Closing or destroyed: its "close" removes it, unless it is stuck, which the deadline
+      // then catches.
+      w.pingSentAt = now;
     }
   }
 

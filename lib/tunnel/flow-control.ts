@@ -42,7 +42,7 @@ export const AGENT_RECEIVE_WINDOW_BYTES = 8 * 1024 * 1024;
 /**
  * Largest DATA payload a sender puts in one packet in credit mode. Larger writes are split
  * (views, not copies), so a receiver can bound overshoot: the sender stops when its credit is
- * used up, which is at most one packet late.
+ * used up, which is at most one packet late (`ConnectionCredit.write`).
  */
 export const MAX_DATA_PACKET_BYTES = 256 * 1024;
 
@@ -59,9 +59,13 @@ export const MAX_RECEIVE_WINDOW_BYTES = 16 * 1024 * 1024;
 /**
  * A pause in a connection's data at least this long, right after a burst of about a window, is
  * the sender waiting for credit: on loopback credit comes back in tens of microseconds, over a
- * WAN it takes the round trip.
+ * WAN it takes the round trip. Shorter waits are left alone: event-loop lag looks like them, and
+ * below 10 ms the base window already allows 400 MB/s per connection.
  */
-export const WINDOW_WAIT_MS = 2;
+export const WINDOW_WAIT_MS = 10;
+
+/** Window-bound bursts seen in a row before the window grows: one alone can be a fluke. */
+const GROW_AFTER_WAITS = 2;
 
 export interface ReceiveWindowPolicy {
   /** Where the window starts (granted by `openWindow`). */
@@ -92,25 +96,32 @@ export function negotiatedFlow(headerValues: readonly unknown[]): FlowMode {
  *
  * The receive window tunes itself, as TCP's receive autotuning and Go's HTTP/2 BDP estimator do.
  * A sender held back by the window sends a window's worth, then waits a round trip for credit:
- * the receiver sees bursts of about a window separated by pauses. So when data resumes after a
- * pause of at least WINDOW_WAIT_MS, the burst before it was about a window (from three quarters
- * of it to one packet past it: a sender whose credit came back in time sends on far past the
- * window, and a hiccup in that is no reason to grow), and our consumer kept up (under a quarter of the window unconsumed), the window
- * doubles, up to `max`. Interactive traffic (small bursts), a sender that is itself the limit
- * (no pauses) and a slow or stalled consumer (its unconsumed bytes are what holds the sender)
- * never grow it, so what a stalled reader holds stays bounded by the window it had.
+ * the receiver sees bursts of about a window separated by pauses. So when, twice in a row, data
+ * resumes after a pause of at least WINDOW_WAIT_MS, the burst before it was about a window (from
+ * three quarters of it to one packet past it: a sender whose credit came back in time sends on
+ * far past the window, and a hiccup in that is no reason to grow), and our consumer kept up
+ * (under a quarter of the window unconsumed), the window doubles, up to `max`. Interactive
+ * traffic (small bursts), a sender that is itself the limit (no pauses) and a slow or stalled
+ * consumer (its unconsumed bytes are what holds the sender) never grow it. A consumer that
+ * stalls after its socket buffers took the first bursts can have grown it before it stalled: what
+ * a stalled reader holds is bounded by `max`, and usually by the window it started with.
  */
 export class ConnectionCredit {
   private sendCredit = CONNECTION_WINDOW_BYTES;
   private outstanding = 0;
   private toGrant = 0;
   private waiter: (() => void) | undefined;
+  /** Sender: parts of a write that did not fit the credit, sent as credit returns. */
+  private queued: Uint8Array[] = [];
+  private sendPart: ((part: Uint8Array) => boolean) | undefined;
   private readonly policy: ReceiveWindowPolicy;
   /** What we currently let the peer have in flight towards us. */
   private window = CONNECTION_WINDOW_BYTES;
   /** Bytes received since the last pause, and when the last of them came. */
   private burst = 0;
   private lastReceivedAt: number | null = null;
+  /** Window-bound bursts in a row. */
+  private waits = 0;
 
   /** `grant` sends a KGW_CREDIT packet for this connection. */
   constructor(
@@ -134,7 +145,27 @@ export class ConnectionCredit {
   }
 
   get canSend(): boolean {
-    return this.sendCredit > 0;
+    return this.sendCredit > 0 && this.queued.length === 0;
+  }
+
+  /**
+   * Sender: sends `data` through `sendPart` in packets of at most MAX_DATA_PACKET_BYTES while
+   * credit lasts and keeps the rest (views, not copies) to send as credit returns, so a single
+   * large write (a 16 MiB gRPC packet, say) never runs past the peer's window. False when the
+   * caller should stop reading: credit is used up, parts are waiting, or `sendPart` said so.
+   */
+  write(data: Uint8Array, sendPart: (part: Uint8Array) => boolean): boolean {
+    this.sendPart = sendPart;
+    let writable = true;
+    for (const part of dataChunks(data)) {
+      if (this.sendCredit > 0 && this.queued.length === 0) {
+        writable = sendPart(part) && writable;
+        this.sendCredit -= part.byteLength;
+      } else {
+        this.queued.push(part);
+      }
+    }
+    return writable && this.canSend;
   }
 
   /** The receive window now (grows while the window is what limits the connection). */
@@ -142,16 +173,21 @@ export class ConnectionCredit {
     return this.window;
   }
 
-  /** Runs `cb` once there is send credit again (at once if there is). */
+  /** Runs `cb` once there is send credit again and nothing waiting (at once if so). */
   onceCredit(cb: () => void): void {
-    if (this.sendCredit > 0) queueMicrotask(cb);
+    if (this.canSend) queueMicrotask(cb);
     else this.waiter = cb;
   }
 
-  /** The peer returned `n` bytes of credit. */
+  /** The peer returned `n` bytes of credit: waiting parts go first, then the reader resumes. */
   replenish(n: number): void {
     this.sendCredit += n;
-    if (this.sendCredit > 0 && this.waiter) {
+    while (this.sendCredit > 0 && this.queued.length > 0) {
+      const part = this.queued.shift()!;
+      this.sendCredit -= part.byteLength;
+      this.sendPart?.(part);
+    }
+    if (this.canSend && this.waiter) {
       const w = this.waiter;
       this.waiter = undefined;
       w();
@@ -173,7 +209,12 @@ export class ConnectionCredit {
       const windowSized =
         this.burst >= (this.window * 3) / 4 && this.burst <= this.window + MAX_DATA_PACKET_BYTES;
       if (windowSized && this.outstanding <= this.window / 4) {
-        this.raiseWindow(Math.min(this.window * 2, this.policy.max));
+        if (++this.waits >= GROW_AFTER_WAITS) {
+          this.waits = 0;
+          this.raiseWindow(Math.min(this.window * 2, this.policy.max));
+        }
+      } else {
+        this.waits = 0;
       }
       this.burst = 0;
     }
@@ -194,9 +235,11 @@ export class ConnectionCredit {
     }
   }
 
-  /** Drops a parked waiter (the connection is closing). */
+  /** Drops a parked waiter and waiting parts (the connection is closing). */
   cancel(): void {
     this.waiter = undefined;
+    this.queued = [];
+    this.sendPart = undefined;
   }
 
   private raiseWindow(to: number): void {

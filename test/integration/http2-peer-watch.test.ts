@@ -1,6 +1,7 @@
 /**
  * Http2PeerWatch against real HTTP/2 sessions and real peer processes: killed while we write to
- * them (the case Node's HTTP/2 never reports), frozen, and alive but quiet.
+ * them (the case Node's HTTP/2 never reports), frozen, and alive but quiet; and the sessions
+ * grpc-js makes found on every kind of injected transport.
  */
 import { type ChildProcess, fork } from "node:child_process";
 import {
@@ -9,11 +10,14 @@ import {
   connect as http2Connect,
   type ServerHttp2Stream,
 } from "node:http2";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, createServer as createNetServer } from "node:net";
 import { createServer as createTlsServer, type TLSSocket, type Server as TlsServer } from "node:tls";
 import { fileURLToPath } from "node:url";
+import { Server as GrpcServer, ServerCredentials } from "@grpc/grpc-js";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { injectTransport } from "../../lib/transport/grpc-http2-servers.js";
 import { Http2PeerWatch, type PeerGoneReason, tcpPeerGone } from "../../lib/transport/http2-peer-watch.js";
+import { PrefixedDuplex } from "../../lib/transport/prefixed-duplex.js";
 import { waitFor } from "../helpers/agent.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
 
@@ -149,5 +153,30 @@ describe("Http2PeerWatch", () => {
     expect(pings).toBe(1);
     stream.destroy();
     await new Promise<void>((r) => client.close(() => r()));
+  });
+
+  it("finds the sessions grpc-js makes, on sockets and on sniffed streams alike", async () => {
+    const grpcServer = new GrpcServer();
+    const injector = grpcServer.createConnectionInjector(ServerCredentials.createInsecure());
+    const watch = new Http2PeerWatch({ tickMs: 50, stallMs: 100, answerMs: 1000 });
+    expect(watch.attach(grpcServer)).toBe(true);
+    let n = 0;
+    const server = createNetServer((socket) => {
+      // The second connection arrives the way a sniffed Unix-socket caller does.
+      injectTransport(injector, n++ === 0 ? socket : new PrefixedDuplex(socket, Buffer.alloc(0)));
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const first = http2Connect(url);
+    await waitFor(() => watch.size === 1, 3000, "first session watched");
+    const second = http2Connect(url);
+    await waitFor(() => watch.size === 2, 3000, "sniffed session watched");
+    first.destroy();
+    second.destroy();
+    await waitFor(() => watch.size === 0, 3000, "both forgotten once closed");
+    watch.close();
+    injector.destroy();
+    grpcServer.forceShutdown();
+    await new Promise<void>((r) => server.close(() => r()));
   });
 });

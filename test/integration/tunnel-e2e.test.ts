@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Duplex } from "node:stream";
+import { Readable } from "node:stream";
 import { promisify } from "node:util";
 import { credentials } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -96,6 +97,22 @@ describe.each(frontends)("through %s", (_name, opener) => {
       body: patternStream(64 * MiB, 3),
     });
     const want = await sha256Of(patternStream(64 * MiB, 3));
+    expect(JSON.parse(await bodyText(res))).toEqual({ sha256: want.hex, bytes: want.bytes });
+  });
+});
+
+describe("one large write through the gRPC frontend", () => {
+  it("arrives intact: the server sends past the window only as credit returns", async () => {
+    // konnectivity-client sends one DATA packet per Write; the server splits it and must not
+    // overrun the agent's window (8 MiB) with one 12 MiB packet.
+    const parts: Buffer[] = [];
+    for await (const c of patternStream(12 * MiB, 5)) parts.push(c as Buffer);
+    const body = Buffer.concat(parts);
+    const res = await httpOver(await grpc.dial(backend.address), "/sha256", {
+      method: "POST",
+      body: Readable.from([body]),
+    });
+    const want = await sha256Of(patternStream(12 * MiB, 5));
     expect(JSON.parse(await bodyText(res))).toEqual({ sha256: want.hex, bytes: want.bytes });
   });
 });

@@ -91,6 +91,39 @@ describe("per-connection credit", () => {
     expect(sender.spend(1)).toBe(false);
   });
 
+  describe("write", () => {
+    it("sends a write larger than the credit only as far as the credit goes, the rest as it returns", () => {
+      const sent: number[] = [];
+      const c = new ConnectionCredit(() => {});
+      const big = new Uint8Array(3 * CONNECTION_WINDOW_BYTES);
+      expect(c.write(big, (part) => sent.push(part.byteLength) > 0)).toBe(false);
+      const total = () => sent.reduce((a, b) => a + b, 0);
+      expect(total()).toBe(CONNECTION_WINDOW_BYTES);
+      expect(Math.max(...sent)).toBeLessThanOrEqual(MAX_DATA_PACKET_BYTES);
+
+      const resumed = vi.fn();
+      c.onceCredit(resumed);
+      c.replenish(CONNECTION_WINDOW_BYTES);
+      expect(total()).toBe(2 * CONNECTION_WINDOW_BYTES);
+      expect(resumed).not.toHaveBeenCalled(); // parts still waiting: the reader stays paused
+      c.replenish(CONNECTION_WINDOW_BYTES);
+      expect(total()).toBe(3 * CONNECTION_WINDOW_BYTES);
+      expect(resumed).not.toHaveBeenCalled(); // all sent, but no credit left
+      c.replenish(1);
+      expect(resumed).toHaveBeenCalledOnce();
+    });
+
+    it("drops waiting parts when the connection closes", () => {
+      const sent: number[] = [];
+      const c = new ConnectionCredit(() => {});
+      c.write(new Uint8Array(2 * CONNECTION_WINDOW_BYTES), (part) => sent.push(part.byteLength) > 0);
+      const before = sent.length;
+      c.cancel();
+      c.replenish(CONNECTION_WINDOW_BYTES);
+      expect(sent.length).toBe(before);
+    });
+  });
+
   describe("receive window autotuning", () => {
     const MiB = 1024 * 1024;
     /** A receiver on a fake clock, and a sender wired to it through a delay of `rttMs`. */
