@@ -10,10 +10,10 @@
  * means tunnels of a vanished kube-apiserver or upstream agent that never close.
  *
  * The watch looks only at sessions that wrote since their peer last said anything (as far as
- * counters sampled every `tickMs` tell) and then heard nothing for `stallMs`. Such a session is asked two things: whether its TCP socket still has a
- * peer (a reset socket reports ENOTCONN: certain, so it is closed at once) and, when that cannot
- * be told, a PING, which any live HTTP/2 peer answers however busy its streams are; no answer
- * within `answerMs` closes it. Sessions that are idle cost one counter comparison per tick; one
+ * counters sampled every `tickMs` tell) and then heard nothing for `stallMs`. Such a session is
+ * asked two things: whether its TCP socket still has a peer (a reset socket reports ENOTCONN:
+ * certain, so it is closed at once) and, when that cannot be told, a PING, which any live HTTP/2
+ * peer answers however busy its streams are; no answer within `answerMs` closes it. Sessions that are idle cost one counter comparison per tick; one
  * whose request and answer fall into the same tick gets a PING after it (counters are sampled).
  */
 

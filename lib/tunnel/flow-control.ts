@@ -158,9 +158,9 @@ export class ConnectionCredit {
     this.sendPart = sendPart;
     let writable = true;
     for (const part of dataChunks(data)) {
-      if (this.sendCredit > 0 && this.queued.length === 0) {
+      if (this.canSend) {
         writable = sendPart(part) && writable;
-        this.sendCredit -= part.byteLength;
+        this.spend(part.byteLength);
       } else {
         this.queued.push(part);
       }
@@ -184,7 +184,7 @@ export class ConnectionCredit {
     this.sendCredit += n;
     while (this.sendCredit > 0 && this.queued.length > 0) {
       const part = this.queued.shift()!;
-      this.sendCredit -= part.byteLength;
+      this.spend(part.byteLength);
       this.sendPart?.(part);
     }
     if (this.canSend && this.waiter) {
