@@ -58,7 +58,9 @@ export class TunnelSocket extends Duplex {
   }
 
   override _final(cb: (err?: Error | null) => void): void {
-    this.call.write(closeRequest(this.connectId));
+    // When the peer closed first (CLOSE_RSP), our side of the call is already ended, and
+    // allowHalfOpen: false brings us here right after: nothing left to tell the server.
+    if (!this.call.writableEnded) this.call.write(closeRequest(this.connectId));
     cb();
   }
 

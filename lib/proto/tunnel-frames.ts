@@ -52,6 +52,16 @@ export const MAX_HANDSHAKE_FRAME_BYTES = 16 * 1024;
 export const MAX_PACKET_FRAME_BYTES = 64 * 1024;
 export const MAX_DATA_FRAME_BYTES = 8 + 1024 * 1024;
 
+/**
+ * DATA bytes are handed out in slices of this much (or the rest of the frame, if less), not as
+ * each socket read brings them. A TLS socket delivers at most one 16 KiB record per read, so a
+ * 64 KiB frame used to come out as five packets, and every packet costs its own gRPC message,
+ * HTTP/2 frame and bookkeeping downstream: a grpc-js server spent 2.3–2.7 ms of CPU per MB
+ * sending 13 KiB messages against 1.5 for 64 KiB ones. Joining the pieces is one copy (about
+ * 0.1 ms per MB); a slice waits at most for 64 KiB that the peer already sent.
+ */
+export const DATA_SLICE_BYTES = 64 * 1024;
+
 const MAX_PAYLOAD: Record<number, number> = {
   [FrameType.HELLO]: MAX_HANDSHAKE_FRAME_BYTES,
   [FrameType.WELCOME]: MAX_HANDSHAKE_FRAME_BYTES,
@@ -70,8 +80,9 @@ export interface ControlFrame {
 }
 
 /**
- * Part of a DATA frame's bytes, as they arrived: a view into the received chunk, never a copy.
- * A frame may arrive as several slices; each is a valid DATA packet for its connection.
+ * Part of a DATA frame's bytes: a view into the received chunk when they lie in one, else one
+ * copy. A frame of more than DATA_SLICE_BYTES arrives as several slices; each is a valid DATA
+ * packet for its connection.
  */
 export interface DataSlice {
   kind: "data";
@@ -101,7 +112,7 @@ export function encodeDataHeader(connectId: bigint, dataBytes: number): Buffer {
 
 /**
  * Incremental decoder. `push` a received chunk, then call `next` until it returns null. Memory
- * is bounded: DATA bytes are handed out as they arrive, and a control frame is buffered only up
+ * is bounded: DATA bytes are buffered only up to DATA_SLICE_BYTES, and a control frame only up
  * to its type's maximum size. Malformed input throws ProtocolError; the caller closes the
  * connection (the stream is unusable once its framing is lost).
  */
@@ -153,12 +164,19 @@ export class FrameDecoder {
   }
 
   private nextDataSlice(): DataSlice | null {
-    if (this.buffered === 0) return null;
+    const want = Math.min(this.dataLeft, DATA_SLICE_BYTES);
+    if (this.buffered < want) return null;
     const first = this.chunks[0]!;
-    const n = Math.min(first.byteLength, this.dataLeft);
-    const data = n === first.byteLength ? first : first.subarray(0, n);
-    this.consumeFront(n);
-    this.dataLeft -= n;
+    let data: Buffer;
+    if (first.byteLength >= want) {
+      // All in one chunk: a view, and as much of the frame as that chunk holds.
+      const n = Math.min(first.byteLength, this.dataLeft);
+      data = n === first.byteLength ? first : first.subarray(0, n);
+      this.consumeFront(n);
+    } else {
+      data = this.take(want);
+    }
+    this.dataLeft -= data.byteLength;
     return { kind: "data", connectId: this.dataConnectId, data };
   }
 

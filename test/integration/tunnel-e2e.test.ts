@@ -84,6 +84,19 @@ describe.each(frontends)("through %s", (_name, opener) => {
     expect(await bodyText(res)).toBe("hello from the backend");
   });
 
+  it("ends cleanly when the backend closes the connection", async () => {
+    const socket = await opener()(backend.address);
+    const errors: Error[] = [];
+    socket.on("error", (err) => errors.push(err));
+    const chunks: Buffer[] = [];
+    socket.on("data", (c: Buffer) => chunks.push(c));
+    const closed = new Promise((resolve) => socket.once("close", resolve));
+    socket.write("GET /hello HTTP/1.1\r\nHost: backend\r\nConnection: close\r\n\r\n");
+    await closed;
+    expect(Buffer.concat(chunks).toString()).toMatch(/^HTTP\/1\.1 200 [\s\S]*hello from the backend$/);
+    expect(errors).toEqual([]);
+  });
+
   it("downloads 64 MiB intact", async () => {
     const res = await httpOver(await opener()(backend.address), `/bytes?n=${64 * MiB}`);
     const got = await sha256Of(res);

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { ProtocolError } from "../../lib/errors.js";
 import {
   DATA_HEADER_BYTES,
+  DATA_SLICE_BYTES,
   type DecodedFrame,
   encodeDataHeader,
   encodeFrame,
@@ -83,12 +84,39 @@ describe("FrameDecoder", () => {
     expect(data.byteOffset).toBe(chunk.byteOffset + DATA_HEADER_BYTES);
   });
 
-  it("streams a large DATA frame out as it arrives instead of buffering it", () => {
+  it("joins a DATA frame that arrives as 16 KiB TLS reads into one packet", () => {
+    const payload = Buffer.alloc(64 * 1024);
+    for (let i = 0; i < payload.byteLength; i++) payload[i] = i % 251;
+    const wire = dataFrame(3n, payload);
+    const d = new FrameDecoder();
+    const frames: DecodedFrame[] = [];
+    for (let off = 0; off < wire.byteLength; off += 16 * 1024) {
+      d.push(wire.subarray(off, off + 16 * 1024));
+      frames.push(...drain(d));
+      if (off + 16 * 1024 < wire.byteLength) expect(frames).toHaveLength(0);
+    }
+    expect(frames).toHaveLength(1);
+    expect(frames[0]).toMatchObject({ kind: "data", connectId: 3n });
+    expect((frames[0] as { data: Buffer }).data.equals(payload)).toBe(true);
+    expect(d.pendingBytes).toBe(0);
+  });
+
+  it("buffers at most DATA_SLICE_BYTES of a large DATA frame", () => {
     const d = new FrameDecoder();
     d.push(encodeDataHeader(9n, 1_000_000));
-    d.push(Buffer.alloc(1000));
+    d.push(Buffer.alloc(1000, 1));
+    expect(drain(d)).toHaveLength(0);
+    expect(d.pendingBytes).toBe(1000);
+    d.push(Buffer.alloc(DATA_SLICE_BYTES, 2));
     const frames = drain(d);
-    expect(frames).toHaveLength(1);
+    expect(frames.map((f) => (f as { data: Buffer }).data.byteLength)).toEqual([DATA_SLICE_BYTES]);
+    expect(d.pendingBytes).toBe(1000);
+    // The rest came in one chunk: it comes out at once, as a view however large.
+    d.push(Buffer.alloc(1_000_000 - DATA_SLICE_BYTES - 1000, 3));
+    const rest = drain(d);
+    expect(rest.reduce((n, f) => n + (f as { data: Buffer }).data.byteLength, 0)).toBe(
+      1_000_000 - DATA_SLICE_BYTES,
+    );
     expect(d.pendingBytes).toBe(0);
   });
 
