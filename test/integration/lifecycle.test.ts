@@ -281,6 +281,68 @@ describe("a draining agent", () => {
   });
 });
 
+describe("a server process that dies while our agent sends to it over gRPC", () => {
+  // The mirror image of the stuck sessions Http2PeerWatch closes on the server: here a grpc-js
+  // client session is writing when the server's reset arrives. Stuck, it would leave the agent
+  // believing itself connected for up to --keepalive-time (1 h by default). It has not happened
+  // here (the agent's reads see the reset), and this keeps it that way.
+  it("is dropped by the agent within a second or two, three times in a row", async () => {
+    const pki = await getTestPki();
+    const f = pki.files;
+    for (let round = 1; round <= 3; round++) {
+      const server = spawnKgw(
+        [
+          "server",
+          "--server-port=0",
+          "--server-bind-address=127.0.0.1",
+          `--server-cert=${f.serverCert}`,
+          `--server-key=${f.serverKey}`,
+          `--server-ca-cert=${f.caCert}`,
+          "--agent-port=0",
+          "--agent-bind-address=127.0.0.1",
+          `--cluster-cert=${f.serverCert}`,
+          `--cluster-key=${f.serverKey}`,
+          "--admin-port=0",
+          "--health-port=0",
+        ],
+        { KGW_AGENT_TOKEN: AGENT_TOKEN },
+      );
+      const listening = () =>
+        server.output
+          .join("")
+          .split("\n")
+          .find((l) => l.includes("gateway listening"));
+      await waitFor(() => listening() !== undefined, 15_000, "server process listening");
+      const { addresses } = JSON.parse(listening()!) as {
+        addresses: { frontend: { port: number }; agent: { port: number } };
+      };
+      const { agent } = await startTestAgent(pki, addresses.agent.port, ["--server-transport=grpc"]);
+      await waitFor(() => agent.ready, 10_000, "agent connected over gRPC");
+
+      // A download: the agent writes to the server as fast as the caller reads.
+      const proxy: ProxyTarget = { kind: "tls", host: "127.0.0.1", port: addresses.frontend.port, pki };
+      const r = await within(connectThrough(proxy, backend.address), 5000, "CONNECT");
+      expect(r.status).toBe(200);
+      r.socket.on("error", () => {});
+      const res = await within(httpOver(r.socket, `/bytes?n=${1024 * 1024 * 1024}`), 5000, "response");
+      res.on("error", () => {});
+      let received = 0;
+      res.on("data", (c: Buffer) => {
+        received += c.length;
+      });
+      await waitFor(() => received > 4 * 1024 * 1024, 10_000, "download under way");
+
+      const killedAt = Date.now();
+      server.child.kill("SIGKILL");
+      await waitFor(() => !agent.ready, 5000, `round ${round}: agent noticed the dead server`);
+      expect(Date.now() - killedAt, `round ${round}`).toBeLessThan(2000);
+      await within(server.exited, 5000, "killed server reaped");
+      r.socket.destroy();
+      await agent.stop();
+    }
+  });
+});
+
 describe("kgw server as a process", () => {
   it("exits 0 on SIGTERM and 2 with a one-line error on a bad flag", async () => {
     const pki = await getTestPki();
