@@ -21,6 +21,9 @@ export type ErrorCode =
   | "ERR_DIAL_CANCELLED"
   | "ERR_UNKNOWN_CONNECTION"
   | "ERR_PROTOCOL"
+  | "ERR_UNSUPPORTED"
+  | "ERR_MESSAGE_TOO_LARGE"
+  | "ERR_DEADLINE_EXCEEDED"
   | "ERR_SHUTTING_DOWN"
   | "ERR_SERVER_CONNECT";
 
@@ -153,6 +156,30 @@ export class ProtocolError extends GatewayError {
   }
 }
 
+/** A peer asked for something this server does not implement (a gRPC method, an encoding). */
+export class UnsupportedError extends GatewayError {
+  constructor(message: string) {
+    super("ERR_UNSUPPORTED", message);
+  }
+}
+
+/** A gRPC message over the size limit. */
+export class MessageTooLargeError extends GatewayError {
+  constructor(
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super("ERR_MESSAGE_TOO_LARGE", `message of ${bytes} bytes is larger than the limit of ${limit}`);
+  }
+}
+
+/** A gRPC call outlived the deadline its caller set (grpc-timeout). */
+export class DeadlineExceededError extends GatewayError {
+  constructor(readonly ms: number) {
+    super("ERR_DEADLINE_EXCEEDED", `deadline of ${ms}ms exceeded`);
+  }
+}
+
 /** The instance is draining and accepts no new work. */
 export class ShuttingDownError extends GatewayError {
   constructor() {
@@ -179,6 +206,9 @@ const HTTP_STATUS: Record<ErrorCode, number> = {
   ERR_DIAL_CANCELLED: 502,
   ERR_UNKNOWN_CONNECTION: 400,
   ERR_PROTOCOL: 400,
+  ERR_UNSUPPORTED: 501,
+  ERR_MESSAGE_TOO_LARGE: 413,
+  ERR_DEADLINE_EXCEEDED: 504,
   ERR_SHUTTING_DOWN: 503,
   ERR_SERVER_CONNECT: 502,
 };
@@ -190,10 +220,13 @@ export function httpStatusFor(err: unknown): number {
 
 /** gRPC status codes (numeric, as @grpc/grpc-js `status`) for a stream that fails with `err`. */
 export const GrpcCode = {
+  OK: 0,
+  CANCELLED: 1,
   INVALID_ARGUMENT: 3,
   DEADLINE_EXCEEDED: 4,
   PERMISSION_DENIED: 7,
   RESOURCE_EXHAUSTED: 8,
+  UNIMPLEMENTED: 12,
   INTERNAL: 13,
   UNAVAILABLE: 14,
   UNAUTHENTICATED: 16,
@@ -216,6 +249,9 @@ const GRPC_STATUS: Record<ErrorCode, number> = {
   ERR_DIAL_CANCELLED: GrpcCode.UNAVAILABLE,
   ERR_UNKNOWN_CONNECTION: GrpcCode.INVALID_ARGUMENT,
   ERR_PROTOCOL: GrpcCode.INVALID_ARGUMENT,
+  ERR_UNSUPPORTED: GrpcCode.UNIMPLEMENTED,
+  ERR_MESSAGE_TOO_LARGE: GrpcCode.RESOURCE_EXHAUSTED,
+  ERR_DEADLINE_EXCEEDED: GrpcCode.DEADLINE_EXCEEDED,
   ERR_SHUTTING_DOWN: GrpcCode.UNAVAILABLE,
   ERR_SERVER_CONNECT: GrpcCode.UNAVAILABLE,
 };

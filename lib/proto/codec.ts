@@ -113,6 +113,33 @@ export function encodePacket(packet: Packet): Buffer {
   return buf;
 }
 
+/**
+ * The bytes of an encoded DATA packet (no error) that come before its data, after `reserve`
+ * bytes left free at the front for a caller's own prefix. `header + data` is byte for byte
+ * `encodePacket(dataPacket(connectId, data))`: a sender can write the header and the caller's
+ * buffer separately instead of copying the buffer into a protobuf.
+ */
+export function encodeDataPacketHeader(connectId: bigint, dataBytes: number, reserve = 0): Buffer {
+  const bodySize = int64FieldSize(connectId) + lenFieldSize(dataBytes);
+  const dataTagSize = dataBytes === 0 ? 0 : 1 + varintSize(dataBytes);
+  const payloadTag = (PAYLOAD_FIELD[PacketType.DATA]! << 3) | WIRE_LEN;
+  const headerSize =
+    2 + varintSize(payloadTag) + varintSize(bodySize) + int64FieldSize(connectId) + dataTagSize;
+  const buf = Buffer.allocUnsafe(reserve + headerSize);
+  const w = new Writer(buf);
+  w.pos = reserve;
+  buf[w.pos++] = 0x08;
+  buf[w.pos++] = PacketType.DATA;
+  w.varint(payloadTag);
+  w.varint(bodySize);
+  w.int64Field(0x08, connectId);
+  if (dataBytes !== 0) {
+    buf[w.pos++] = 0x1a;
+    w.varint(dataBytes);
+  }
+  return buf;
+}
+
 function decodeBody(type: PacketType, r: Reader): Packet {
   // Fields not set on the wire keep their proto3 defaults.
   let s1 = "";

@@ -17,6 +17,7 @@ import {
   acceptFrontendConnection,
   type FrontendConnectionOptions,
 } from "../transport/frontend-connection.js";
+import { GrpcFrontendServer } from "../transport/grpc-frontend-server.js";
 import { injectTransport } from "../transport/grpc-http2-servers.js";
 import { AGENT_SERVICE, PROXY_SERVICE } from "../transport/grpc-services.js";
 import { metricsRoute, type RunningHttpServer, startHttpServer } from "../transport/http-endpoints.js";
@@ -60,11 +61,15 @@ export interface GatewayDeps {
   metrics?: ServerMetrics;
 }
 
+/** Largest gRPC message accepted from a peer (upstream's servers take 16 MiB DATA packets too). */
+const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+const PROXY_PATH = PROXY_SERVICE.proxy!.path;
+
 function grpcServer(keepaliveMs: number): GrpcServer {
   return new GrpcServer({
     "grpc.keepalive_time_ms": keepaliveMs,
     "grpc.keepalive_timeout_ms": KEEPALIVE_TIMEOUT_MS,
-    "grpc.max_receive_message_length": 16 * 1024 * 1024,
+    "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
   });
 }
 
@@ -93,6 +98,7 @@ export class Gateway {
   private readonly injectors: ConnectionInjector[] = [];
   private readonly peerWatches: Http2PeerWatch[] = [];
   private readonly httpServers: RunningHttpServer[] = [];
+  private frontendGrpc: GrpcFrontendServer | null = null;
   private closed: Promise<void> | null = null;
   addresses!: GatewayAddresses;
 
@@ -168,7 +174,6 @@ export class Gateway {
     this.track(agentServer, "agent");
 
     // Frontend: gRPC ProxyService and HTTP CONNECT on the same listeners.
-    const frontendGrpc = grpcServer(opts.frontend.keepaliveMs);
     // One child logger per kind, not per connection: each costs a few hundred bytes.
     const frontendLog = log.child({ component: "frontend" });
     const connectLog = log.child({ component: "connect" });
@@ -177,25 +182,33 @@ export class Gateway {
       if (!this.accepting) throw new ShuttingDownError();
       return this.registry.dial(DEFAULT_TENANT, req, end);
     };
-    frontendGrpc.addService(PROXY_SERVICE, {
-      proxy: (call: ConstructorParameters<typeof GrpcFrontendSession>[0]) => {
-        const session = new GrpcFrontendSession(call, dialer, frontendLog, this.metrics);
-        this.frontendSessions.add(session);
-        this.metrics.grpcConnections.inc({ service_method: "Proxy" });
-        call.once("close", () => {
-          this.frontendSessions.delete(session);
-          this.metrics.grpcConnections.dec({ service_method: "Proxy" });
-        });
+    const frontendWatch = this.peerWatch("frontend");
+    const frontendGrpc = new GrpcFrontendServer({
+      methods: {
+        [PROXY_PATH]: (call) => {
+          const session = new GrpcFrontendSession(call, dialer, frontendLog, this.metrics);
+          this.frontendSessions.add(session);
+          this.metrics.grpcConnections.inc({ service_method: "Proxy" });
+          call.once("close", () => {
+            this.frontendSessions.delete(session);
+            this.metrics.grpcConnections.dec({ service_method: "Proxy" });
+          });
+        },
       },
+      maxMessageBytes: MAX_MESSAGE_BYTES,
+      keepaliveMs: opts.frontend.keepaliveMs,
+      keepaliveTimeoutMs: KEEPALIVE_TIMEOUT_MS,
+      onSession: (session, transport) => frontendWatch.watch(session, transport),
+      log: frontendLog,
     });
-    const frontendInjector = this.inject(frontendGrpc, "frontend");
+    this.frontendGrpc = frontendGrpc;
     const connectionOptions = (listener: string): FrontendConnectionOptions => ({
       listener,
       maxHeaderBytes: opts.frontend.maxHeaderBytes,
       headerTimeoutMs: opts.frontend.headerTimeoutMs,
       log: log.child({ component: "frontend", listener }),
       metrics: this.metrics,
-      onGrpc: (c) => injectTransport(frontendInjector, c),
+      onGrpc: (c) => frontendGrpc.accept(c),
       onConnect: (socket, request, rest) => {
         serveConnect({
           socket,
@@ -260,12 +273,8 @@ export class Gateway {
     };
   }
 
-  private inject(server: GrpcServer, listener: string): ConnectionInjector {
-    this.grpcServers.push(server);
-    const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
-    if (!raiseServerWindows(server)) {
-      this.log.warn("could not raise HTTP/2 windows (grpc-js internals changed); WAN throughput will suffer");
-    }
+  /** A watch for the HTTP/2 sessions of `listener` (lib/transport/http2-peer-watch.ts). */
+  private peerWatch(listener: string): Http2PeerWatch {
     const log = this.log.child({ component: "http2-peer-watch", listener });
     const watch = new Http2PeerWatch({
       ...PEER_WATCH,
@@ -275,12 +284,22 @@ export class Gateway {
         log.warn({ reason }, "closed an HTTP/2 connection whose peer is gone");
       },
     });
+    this.peerWatches.push(watch);
+    return watch;
+  }
+
+  private inject(server: GrpcServer, listener: string): ConnectionInjector {
+    this.grpcServers.push(server);
+    const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
+    if (!raiseServerWindows(server)) {
+      this.log.warn("could not raise HTTP/2 windows (grpc-js internals changed); WAN throughput will suffer");
+    }
+    const watch = this.peerWatch(listener);
     if (!watch.attach(server)) {
       this.log.warn(
         "cannot watch HTTP/2 sessions (grpc-js internals changed); dead peers may hold tunnels open",
       );
     }
-    this.peerWatches.push(watch);
     this.injectors.push(injector);
     return injector;
   }
@@ -310,6 +329,7 @@ export class Gateway {
       this.log.info({ activeTunnels: this.activeTunnels }, "shutting down: waiting for open tunnels");
       for (const l of this.listeners) if (l.listening) l.close();
       for (const i of this.injectors) i.drain(this.opts.gracefulShutdownMs);
+      this.frontendGrpc?.drain();
       const deadline = Date.now() + this.opts.gracefulShutdownMs;
       while (this.activeTunnels > 0 && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
@@ -325,6 +345,7 @@ export class Gateway {
       for (const session of [...this.registry.all()]) session.close();
       for (const session of this.frontendSessions) session.abort();
       for (const i of this.injectors) i.destroy();
+      this.frontendGrpc?.close();
       for (const g of this.grpcServers) g.forceShutdown();
       for (const w of this.peerWatches) w.close();
       this.sockets.destroyAll();

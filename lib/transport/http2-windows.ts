@@ -5,7 +5,8 @@
  * over a 20 ms link, whatever the bandwidth. An agent stream carries every connection of that
  * agent, so its window bounds their sum. grpc-js sets client windows from the
  * `grpc-node.flow_control_window` channel option but leaves server sessions at the default, so
- * the server's are raised here: the per-stream window in SETTINGS, and the connection window
+ * the agent port's are raised here (the frontend's gRPC server sets the same sizes itself): the
+ * per-stream window in SETTINGS, and the connection window
  * (which otherwise caps all streams of a session together at 64 KiB per round trip; on loopback
  * it held a gRPC caller's upload to the pace of the server's WINDOW_UPDATEs).
  *

@@ -2,7 +2,8 @@ import type { Packet } from "../proto/packet.js";
 
 /**
  * What the tunnel core needs from a bidirectional packet stream: grpc-js server and client
- * duplex calls satisfy it, and so does an object-mode PassThrough pair in tests.
+ * duplex calls satisfy it, as do FramedPacketStream (kgw-tunnel/1), GrpcCallStream (the
+ * frontend's gRPC calls) and an object-mode PassThrough pair in tests.
  */
 export interface PacketStream {
   write(packet: Packet, cb?: (err?: Error | null) => void): boolean;

@@ -2,7 +2,7 @@ import { fileURLToPath } from "node:url";
 import protobuf from "protobufjs";
 import { describe, expect, it } from "vitest";
 import { ProtocolError } from "../../lib/errors.js";
-import { decodePacket, encodePacket } from "../../lib/proto/codec.js";
+import { decodePacket, encodeDataPacketHeader, encodePacket } from "../../lib/proto/codec.js";
 import {
   closeDial,
   closeRequest,
@@ -150,6 +150,24 @@ describe("packet codec", () => {
 
   it("refuses to encode an unknown packet", () => {
     expect(() => encodePacket({ type: "unknown", rawType: 9 })).toThrow(ProtocolError);
+  });
+
+  it.each([
+    [0n, 0],
+    [1n, 1],
+    [300n, 127],
+    [MAX_INT64, 128],
+    [-1n, 16_383],
+    [MIN_INT64, 16_384],
+    [7n, 65_536],
+    [9n, 16 * 1024 * 1024],
+  ])("DATA header for connectID %s and %i bytes, followed by the data, is the encoded packet", (id, n) => {
+    const data = Buffer.alloc(n, 0x5a);
+    const header = encodeDataPacketHeader(id, n, 5);
+    expect(header.subarray(0, 5)).toHaveLength(5);
+    const joined = Buffer.concat([header.subarray(5), data]);
+    expect(joined.equals(encodePacket(dataPacket(id, data)))).toBe(true);
+    expect(joined.equals(referenceEncode(dataPacket(id, data)))).toBe(true);
   });
 
   it("round-trips random packets", () => {

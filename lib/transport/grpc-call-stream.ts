@@ -1,0 +1,214 @@
+/**
+ * A PacketStream over one gRPC call on an HTTP/2 stream, server side: what GrpcFrontendSession
+ * uses for ProxyService.Proxy, in place of a grpc-js call.
+ *
+ * Why not grpc-js here: grpc-js serializes each message into a buffer of its own and then
+ * copies it into another with the 5-byte prefix, so every tunneled byte sent to a caller was
+ * allocated and copied twice before HTTP/2 saw it; at 64 KiB per message those allocations
+ * drove V8 into a mark-compact every ~40 ms (external memory pressure). Here a DATA packet is a
+ * small header (prefix plus protobuf fields, lib/proto/codec.ts) written with the agent's own
+ * buffer, never copied. Received messages come out as views of the HTTP/2 chunks when they fit
+ * in one (lib/proto/grpc-http2.ts).
+ *
+ * The call's end is the gRPC status in trailers: `end()` sends OK once everything written has
+ * gone out; `fail(err)` sends the error's status instead; `destroy()` resets the stream.
+ *
+ * Backpressure and pausing behave as in FramedPacketStream: `write` returns false once more
+ * than `highWaterMark` bytes wait in the stream, "drain" follows; `pause` stops delivering at
+ * once, even between messages of one chunk, and stops reading (HTTP/2 flow control then holds
+ * the caller back).
+ */
+import { EventEmitter } from "node:events";
+import { constants, type ServerHttp2Stream } from "node:http2";
+import { GrpcCode, grpcStatusFor, ProtocolError } from "../errors.js";
+import { decodePacket, encodeDataPacketHeader, encodePacket } from "../proto/codec.js";
+import {
+  encodeGrpcMessage,
+  GrpcMessageDecoder,
+  MESSAGE_PREFIX_BYTES,
+  writeMessagePrefix,
+} from "../proto/grpc-http2.js";
+import { type Packet, PacketType } from "../proto/packet.js";
+import type { PacketStream } from "../tunnel/packet-stream.js";
+
+/** Bytes queued in the stream before `write` reports backpressure: one credit chunk and change. */
+export const CALL_WRITE_HIGH_WATER_BYTES = 512 * 1024;
+
+export const GRPC_RESPONSE_HEADERS = {
+  ":status": 200,
+  "content-type": "application/grpc",
+  "grpc-accept-encoding": "identity",
+} as const;
+
+export interface GrpcCallStreamOptions {
+  maxMessageBytes: number;
+  highWaterMark?: number;
+}
+
+export class GrpcCallStream extends EventEmitter implements PacketStream {
+  private readonly decoder: GrpcMessageDecoder;
+  private readonly highWaterMark: number;
+  private paused = false;
+  private needDrain = false;
+  /** The caller half-closed; "end" follows once everything before it has been delivered. */
+  private ended = false;
+  private endEmitted = false;
+  /** Nothing more is delivered: failed, destroyed or closed with an error. */
+  private failed = false;
+  private status: { code: number; message: string } = { code: GrpcCode.OK, message: "" };
+
+  constructor(
+    private readonly stream: ServerHttp2Stream,
+    opts: GrpcCallStreamOptions,
+  ) {
+    super();
+    this.decoder = new GrpcMessageDecoder(opts.maxMessageBytes);
+    this.highWaterMark = opts.highWaterMark ?? CALL_WRITE_HIGH_WATER_BYTES;
+    stream.pause(); // until the owner listens (below)
+    stream.respond(GRPC_RESPONSE_HEADERS, { waitForTrailers: true });
+    stream.on("wantTrailers", () => {
+      const { code, message } = this.status;
+      stream.sendTrailers(
+        message
+          ? { "grpc-status": String(code), "grpc-message": encodeGrpcMessage(message) }
+          : { "grpc-status": String(code) },
+      );
+      // The call is over once its status is out. A caller still sending (we ended first: an
+      // error, a deadline) is told to stop with RST_STREAM NO_ERROR, as grpc-go's server does.
+      // Not at once: nghttp2 drops a stream's queued frames, trailers included, when it is
+      // reset. Node sends them from an immediate that sendTrailers has just queued, so ours,
+      // queued after it, runs once they are out.
+      if (!this.ended) setImmediate(() => stream.close(constants.NGHTTP2_NO_ERROR));
+    });
+    stream.on("data", (chunk: Buffer) => {
+      this.decoder.push(chunk);
+      this.flush();
+    });
+    stream.on("drain", () => {
+      if (!this.needDrain) return;
+      this.needDrain = false;
+      this.emit("drain");
+    });
+    stream.once("end", () => {
+      this.ended = true;
+      this.flush();
+    });
+    stream.on("error", (err) => {
+      this.failed = true;
+      this.emit("error", err);
+    });
+    stream.once("close", () => {
+      // As a gRPC call would: messages held back while paused are delivered before "close".
+      this.paused = false;
+      this.flush();
+      this.emit("close");
+    });
+    // Nothing is read until the owner listens for packets, as a Readable starts flowing.
+    const start = (event: string | symbol) => {
+      if (event !== "data") return;
+      this.off("newListener", start);
+      queueMicrotask(() => {
+        this.flush();
+        if (!this.paused && !this.stream.destroyed) this.stream.resume();
+      });
+    };
+    this.on("newListener", start);
+  }
+
+  get writableNeedDrain(): boolean {
+    return this.needDrain;
+  }
+
+  get writableEnded(): boolean {
+    return this.stream.writableEnded;
+  }
+
+  get destroyed(): boolean {
+    return this.stream.destroyed;
+  }
+
+  write(packet: Packet, cb?: (err?: Error | null) => void): boolean {
+    const s = this.stream;
+    if (packet.type === PacketType.DATA && packet.error === "") {
+      const n = packet.data.byteLength;
+      const header = encodeDataPacketHeader(packet.connectId, n, MESSAGE_PREFIX_BYTES);
+      writeMessagePrefix(header, header.byteLength - MESSAGE_PREFIX_BYTES + n);
+      // Header and bytes in one writev; the bytes are the sender's buffer, not a copy.
+      s.cork();
+      s.write(header);
+      s.write(packet.data, cb);
+      s.uncork();
+    } else {
+      const body = encodePacket(packet);
+      const message = Buffer.allocUnsafe(MESSAGE_PREFIX_BYTES + body.byteLength);
+      writeMessagePrefix(message, body.byteLength);
+      message.set(body, MESSAGE_PREFIX_BYTES);
+      s.write(message, cb);
+    }
+    if (s.writableLength < this.highWaterMark) return true;
+    this.needDrain = true;
+    return false;
+  }
+
+  /** Ends the call with status OK, after everything written. */
+  end(): void {
+    if (!this.stream.writableEnded) this.stream.end();
+  }
+
+  /**
+   * Ends the call with `err`'s gRPC status and stops delivering. When sent data is still queued
+   * (a caller not reading), the stream is reset instead: the status would wait behind it.
+   */
+  fail(err: Error): void {
+    this.failed = true;
+    this.stream.pause();
+    if (this.stream.writableEnded || this.stream.destroyed) return;
+    if (this.stream.writableLength > 0) {
+      this.destroy();
+      return;
+    }
+    this.status = { code: grpcStatusFor(err), message: err.message };
+    this.stream.end();
+  }
+
+  /** Resets the stream (RST_STREAM CANCEL): the caller sees the call cancelled. */
+  destroy(_err?: Error): void {
+    this.failed = true;
+    if (!this.stream.destroyed) this.stream.close(constants.NGHTTP2_CANCEL);
+  }
+
+  pause(): void {
+    if (this.paused) return;
+    this.paused = true;
+    this.stream.pause();
+  }
+
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.flush();
+    if (!this.paused && !this.stream.destroyed) this.stream.resume();
+  }
+
+  /** Delivers decoded packets until the decoder runs dry or the owner pauses us. */
+  private flush(): void {
+    try {
+      while (!this.paused && !this.failed) {
+        const message = this.decoder.next();
+        if (message === null) break;
+        this.emit("data", decodePacket(message));
+      }
+    } catch (err) {
+      this.fail(err as Error);
+      return;
+    }
+    if (this.ended && !this.endEmitted && !this.paused && !this.failed) {
+      if (this.decoder.pendingBytes > 0) {
+        this.fail(new ProtocolError("the call ended in the middle of a message"));
+        return;
+      }
+      this.endEmitted = true;
+      this.emit("end");
+    }
+  }
+}

@@ -1,0 +1,174 @@
+/**
+ * The frontend's gRPC server: ProxyService on Node's HTTP/2 directly (why not grpc-js: see
+ * grpc-call-stream.ts). It serves whatever bidirectional methods it is given, on connections
+ * handed to `accept` (TLS sockets negotiated to h2, and sniffed plaintext or Unix-socket
+ * connections), with what a gRPC server owes its callers:
+ *
+ * - calls other than POST get 405, content types other than application/grpc 415, unknown
+ *   methods UNIMPLEMENTED, a `grpc-encoding` other than identity UNIMPLEMENTED (we announce
+ *   identity only), and a malformed `grpc-timeout` INTERNAL, each in a trailers-only answer
+ *   that closes that one stream;
+ * - `grpc-timeout` is a deadline: the call ends with DEADLINE_EXCEEDED when it runs out;
+ * - keepalive: a PING every `keepaliveMs`; no answer in `keepaliveTimeoutMs` closes the
+ *   connection (by its socket: see http2-peer-watch.ts for why not `session.destroy()`);
+ * - WAN-sized flow-control windows (http2-windows.ts);
+ * - `drain` sends GOAWAY (calls in flight finish, new ones go elsewhere); `close` ends all.
+ */
+import {
+  createServer,
+  type Http2Server,
+  type IncomingHttpHeaders,
+  type ServerHttp2Session,
+  type ServerHttp2Stream,
+} from "node:http2";
+import type { Duplex } from "node:stream";
+import { DeadlineExceededError, GrpcCode } from "../errors.js";
+import type { Logger } from "../observability/logger.js";
+import { encodeGrpcMessage, parseGrpcTimeout } from "../proto/grpc-http2.js";
+import { GRPC_RESPONSE_HEADERS, GrpcCallStream } from "./grpc-call-stream.js";
+import { HTTP2_CONNECTION_WINDOW_BYTES, HTTP2_STREAM_WINDOW_BYTES } from "./http2-windows.js";
+
+export type GrpcMethodHandler = (call: GrpcCallStream) => void;
+
+export interface GrpcFrontendServerOptions {
+  /** Handlers by path ("/ProxyService/Proxy"). */
+  methods: Record<string, GrpcMethodHandler>;
+  maxMessageBytes: number;
+  /** Interval of keepalive PINGs; 0 disables them. */
+  keepaliveMs: number;
+  keepaliveTimeoutMs: number;
+  /** Told of every new session and the transport it runs on (the peer watch). */
+  onSession?: (session: ServerHttp2Session, transport: Duplex) => void;
+  log: Logger;
+}
+
+const GRPC_CONTENT_TYPE = /^application\/grpc([+;]|$)/;
+
+export class GrpcFrontendServer {
+  private readonly h2: Http2Server;
+  private readonly sessions = new Set<ServerHttp2Session>();
+  /** The transport being handed to Node right now (it creates the session synchronously). */
+  private accepting: Duplex | null = null;
+  private draining = false;
+
+  constructor(private readonly opts: GrpcFrontendServerOptions) {
+    this.h2 = createServer({
+      settings: { initialWindowSize: HTTP2_STREAM_WINDOW_BYTES },
+      // Node refuses new streams once a session buffers more than this (10 MB by default); the
+      // windows already bound what a caller can send, as grpc-js's servers also assume.
+      maxSessionMemory: Number.MAX_SAFE_INTEGER,
+    });
+    this.h2.on("session", (session) => this.onSession(session));
+    this.h2.on("stream", (stream, headers) => this.onStream(stream, headers));
+  }
+
+  /** Serves HTTP/2 on `transport`, which has already been authenticated (TLS) or sniffed. */
+  accept(transport: Duplex): void {
+    if (this.draining) {
+      transport.destroy();
+      return;
+    }
+    this.accepting = transport;
+    try {
+      this.h2.emit("connection", transport);
+    } finally {
+      this.accepting = null;
+    }
+  }
+
+  get sessionCount(): number {
+    return this.sessions.size;
+  }
+
+  /** GOAWAY on every session: calls in flight go on, new calls and connections are refused. */
+  drain(): void {
+    this.draining = true;
+    for (const s of this.sessions) s.close();
+  }
+
+  /** Ends every session now. */
+  close(): void {
+    this.draining = true;
+    for (const s of this.sessions) s.destroy();
+  }
+
+  private onSession(session: ServerHttp2Session): void {
+    const transport = this.accepting;
+    this.sessions.add(session);
+    session.once("close", () => this.sessions.delete(session));
+    session.on("error", (err) => this.opts.log.debug({ err: err.message }, "frontend HTTP/2 session error"));
+    session.setLocalWindowSize(HTTP2_CONNECTION_WINDOW_BYTES);
+    if (transport) {
+      this.keepalive(session, transport);
+      this.opts.onSession?.(session, transport);
+    }
+  }
+
+  private keepalive(session: ServerHttp2Session, transport: Duplex): void {
+    const { keepaliveMs, keepaliveTimeoutMs } = this.opts;
+    if (keepaliveMs <= 0) return;
+    const timer = setInterval(() => {
+      const deadline = setTimeout(() => {
+        this.opts.log.info({ keepaliveTimeoutMs }, "closing a frontend connection: no keepalive answer");
+        transport.destroy();
+      }, keepaliveTimeoutMs).unref();
+      try {
+        // Called with an error when the session closes first: the deadline goes either way.
+        session.ping(() => clearTimeout(deadline));
+      } catch {
+        clearTimeout(deadline); // closing already
+      }
+    }, keepaliveMs).unref();
+    session.once("close", () => clearInterval(timer));
+  }
+
+  private onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+    stream.on("error", (err) => this.opts.log.debug({ err: err.message }, "frontend HTTP/2 stream error"));
+    const path = headers[":path"] ?? "";
+    if (headers[":method"] !== "POST") {
+      this.refuseHttp(stream, 405, path);
+      return;
+    }
+    const contentType = headers["content-type"];
+    if (typeof contentType !== "string" || !GRPC_CONTENT_TYPE.test(contentType)) {
+      this.refuseHttp(stream, 415, path);
+      return;
+    }
+    const handler = Object.hasOwn(this.opts.methods, path) ? this.opts.methods[path] : undefined;
+    if (!handler) {
+      this.refuse(stream, GrpcCode.UNIMPLEMENTED, `unknown method ${path}`);
+      return;
+    }
+    const encoding = headers["grpc-encoding"];
+    if (encoding !== undefined && encoding !== "identity") {
+      this.refuse(stream, GrpcCode.UNIMPLEMENTED, `grpc-encoding ${String(encoding)} is not supported`);
+      return;
+    }
+    const timeout = headers["grpc-timeout"];
+    const deadlineMs = typeof timeout === "string" ? parseGrpcTimeout(timeout) : null;
+    if (timeout !== undefined && deadlineMs === null) {
+      this.refuse(stream, GrpcCode.INTERNAL, `malformed grpc-timeout ${String(timeout)}`);
+      return;
+    }
+    const call = new GrpcCallStream(stream, { maxMessageBytes: this.opts.maxMessageBytes });
+    if (deadlineMs !== null) {
+      const timer = setTimeout(() => call.fail(new DeadlineExceededError(deadlineMs)), deadlineMs);
+      stream.once("close", () => clearTimeout(timer));
+    }
+    handler(call);
+  }
+
+  private refuseHttp(stream: ServerHttp2Stream, status: number, path: string): void {
+    this.opts.log.info({ status, path }, "refused a frontend HTTP/2 request that is not gRPC");
+    stream.respond({ ":status": status }, { endStream: true });
+  }
+
+  /** A trailers-only answer: the status in the response headers, and the stream closed. */
+  private refuse(stream: ServerHttp2Stream, code: number, message: string): void {
+    this.opts.log.info({ grpcStatus: code, reason: message }, "refused a gRPC call");
+    stream.respond(
+      { ...GRPC_RESPONSE_HEADERS, "grpc-status": String(code), "grpc-message": encodeGrpcMessage(message) },
+      { endStream: true },
+    );
+  }
+}
