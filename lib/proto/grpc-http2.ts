@@ -9,6 +9,7 @@
  * spread over several chunks (HTTP/2 DATA frames are 16 KiB) is joined with one copy.
  */
 import { MessageTooLargeError, ProtocolError, UnsupportedError } from "../errors.js";
+import { ChunkQueue } from "./chunk-queue.js";
 
 export const MESSAGE_PREFIX_BYTES = 5;
 
@@ -19,20 +20,17 @@ export function writeMessagePrefix(buf: Buffer, length: number, offset = 0): voi
 }
 
 export class GrpcMessageDecoder {
-  private chunks: Buffer[] = [];
-  private buffered = 0;
+  private readonly queue = new ChunkQueue();
 
   constructor(private readonly maxMessageBytes: number) {}
 
   /** Bytes received and not yet handed out as messages. */
   get pendingBytes(): number {
-    return this.buffered;
+    return this.queue.length;
   }
 
   push(chunk: Buffer): void {
-    if (chunk.byteLength === 0) return;
-    this.chunks.push(chunk);
-    this.buffered += chunk.byteLength;
+    this.queue.push(chunk);
   }
 
   /**
@@ -41,8 +39,9 @@ export class GrpcMessageDecoder {
    * (ProtocolError) or a message over the limit (MessageTooLargeError), before buffering it.
    */
   next(): Buffer | null {
-    if (this.buffered < MESSAGE_PREFIX_BYTES) return null;
-    const prefix = this.peekPrefix();
+    const q = this.queue;
+    if (q.length < MESSAGE_PREFIX_BYTES) return null;
+    const prefix = q.peek(MESSAGE_PREFIX_BYTES);
     const flag = prefix[0]!;
     const length = prefix.readUInt32BE(1);
     if (flag === 1) {
@@ -50,52 +49,9 @@ export class GrpcMessageDecoder {
     }
     if (flag !== 0) throw new ProtocolError(`invalid gRPC message flag ${flag}`);
     if (length > this.maxMessageBytes) throw new MessageTooLargeError(length, this.maxMessageBytes);
-    if (this.buffered < MESSAGE_PREFIX_BYTES + length) return null;
-    this.skip(MESSAGE_PREFIX_BYTES);
-    return this.take(length);
-  }
-
-  private peekPrefix(): Buffer {
-    const first = this.chunks[0]!;
-    if (first.byteLength >= MESSAGE_PREFIX_BYTES) return first;
-    return Buffer.concat(this.chunks, this.buffered).subarray(0, MESSAGE_PREFIX_BYTES);
-  }
-
-  private skip(n: number): void {
-    while (n > 0) {
-      const first = this.chunks[0]!;
-      const k = Math.min(n, first.byteLength);
-      this.consumeFront(k);
-      n -= k;
-    }
-  }
-
-  /** Removes and returns the first `n` buffered bytes (a view when they lie in one chunk). */
-  private take(n: number): Buffer {
-    if (n === 0) return Buffer.alloc(0);
-    const first = this.chunks[0]!;
-    if (first.byteLength >= n) {
-      const out = first.subarray(0, n);
-      this.consumeFront(n);
-      return out;
-    }
-    const out = Buffer.allocUnsafe(n);
-    let off = 0;
-    while (off < n) {
-      const c = this.chunks[0]!;
-      const k = Math.min(c.byteLength, n - off);
-      c.copy(out, off, 0, k);
-      off += k;
-      this.consumeFront(k);
-    }
-    return out;
-  }
-
-  private consumeFront(n: number): void {
-    const first = this.chunks[0]!;
-    if (n === first.byteLength) this.chunks.shift();
-    else this.chunks[0] = first.subarray(n);
-    this.buffered -= n;
+    if (q.length < MESSAGE_PREFIX_BYTES + length) return null;
+    q.skip(MESSAGE_PREFIX_BYTES);
+    return q.take(length);
   }
 }
 

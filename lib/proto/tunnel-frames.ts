@@ -23,6 +23,7 @@
  * with plain buffers.
  */
 import { ProtocolError } from "../errors.js";
+import { ChunkQueue } from "./chunk-queue.js";
 
 export const TUNNEL_ALPN = "kgw-tunnel/1";
 
@@ -117,27 +118,25 @@ export function encodeDataHeader(connectId: bigint, dataBytes: number): Buffer {
  * connection (the stream is unusable once its framing is lost).
  */
 export class FrameDecoder {
-  private chunks: Buffer[] = [];
-  private buffered = 0;
+  private readonly queue = new ChunkQueue();
   /** The DATA frame being streamed out: its connection and bytes still to come. */
   private dataLeft = 0;
   private dataConnectId = 0n;
 
   /** Bytes received and not yet handed out. */
   get pendingBytes(): number {
-    return this.buffered;
+    return this.queue.length;
   }
 
   push(chunk: Buffer): void {
-    if (chunk.byteLength === 0) return;
-    this.chunks.push(chunk);
-    this.buffered += chunk.byteLength;
+    this.queue.push(chunk);
   }
 
   next(): DecodedFrame | null {
+    const q = this.queue;
     if (this.dataLeft > 0) return this.nextDataSlice();
-    if (this.buffered < FRAME_HEADER_BYTES) return null;
-    const header = this.peek(FRAME_HEADER_BYTES);
+    if (q.length < FRAME_HEADER_BYTES) return null;
+    const header = q.peek(FRAME_HEADER_BYTES);
     const type = header[0]!;
     const length = header.readUInt32BE(1);
     const max = MAX_PAYLOAD[type];
@@ -147,8 +146,8 @@ export class FrameDecoder {
     }
     if (type === FrameType.DATA) {
       if (length < 8) throw new ProtocolError("DATA frame shorter than its connectID");
-      if (this.buffered < DATA_HEADER_BYTES) return null;
-      const h = this.take(DATA_HEADER_BYTES);
+      if (q.length < DATA_HEADER_BYTES) return null;
+      const h = q.take(DATA_HEADER_BYTES);
       this.dataConnectId = h.readBigUInt64BE(FRAME_HEADER_BYTES);
       this.dataLeft = length - 8;
       // An empty DATA frame is legal (upstream sends none, but nothing forbids it).
@@ -158,60 +157,19 @@ export class FrameDecoder {
     if ((type === FrameType.PING || type === FrameType.PONG) && length !== PING_PAYLOAD_BYTES) {
       throw new ProtocolError(`PING/PONG frames carry exactly ${PING_PAYLOAD_BYTES} bytes, not ${length}`);
     }
-    if (this.buffered < FRAME_HEADER_BYTES + length) return null;
-    this.take(FRAME_HEADER_BYTES);
-    return { kind: "frame", type: type as ControlFrame["type"], payload: this.take(length) };
+    if (q.length < FRAME_HEADER_BYTES + length) return null;
+    q.skip(FRAME_HEADER_BYTES);
+    return { kind: "frame", type: type as ControlFrame["type"], payload: q.take(length) };
   }
 
   private nextDataSlice(): DataSlice | null {
+    const q = this.queue;
     const want = Math.min(this.dataLeft, DATA_SLICE_BYTES);
-    if (this.buffered < want) return null;
-    const first = this.chunks[0]!;
-    let data: Buffer;
-    if (first.byteLength >= want) {
-      // All in one chunk: a view, and as much of the frame as that chunk holds.
-      const n = Math.min(first.byteLength, this.dataLeft);
-      data = n === first.byteLength ? first : first.subarray(0, n);
-      this.consumeFront(n);
-    } else {
-      data = this.take(want);
-    }
+    if (q.length < want) return null;
+    // All in one chunk: a view, and as much of the frame as that chunk holds.
+    const first = q.first!;
+    const data = first.byteLength >= want ? q.take(Math.min(first.byteLength, this.dataLeft)) : q.take(want);
     this.dataLeft -= data.byteLength;
     return { kind: "data", connectId: this.dataConnectId, data };
-  }
-
-  /** The first `n` buffered bytes without consuming them (copies only across chunks). */
-  private peek(n: number): Buffer {
-    const first = this.chunks[0]!;
-    if (first.byteLength >= n) return first.subarray(0, n);
-    return Buffer.concat(this.chunks, this.buffered).subarray(0, n);
-  }
-
-  /** Removes and returns the first `n` buffered bytes (a view when they lie in one chunk). */
-  private take(n: number): Buffer {
-    if (n === 0) return Buffer.alloc(0);
-    const first = this.chunks[0]!;
-    if (first.byteLength >= n) {
-      const out = first.subarray(0, n);
-      this.consumeFront(n);
-      return out;
-    }
-    const out = Buffer.allocUnsafe(n);
-    let off = 0;
-    while (off < n) {
-      const c = this.chunks[0]!;
-      const k = Math.min(c.byteLength, n - off);
-      c.copy(out, off, 0, k);
-      off += k;
-      this.consumeFront(k);
-    }
-    return out;
-  }
-
-  private consumeFront(n: number): void {
-    const first = this.chunks[0]!;
-    if (n === first.byteLength) this.chunks.shift();
-    else this.chunks[0] = first.subarray(n);
-    this.buffered -= n;
   }
 }

@@ -75,12 +75,15 @@ export class GrpcCallStream extends EventEmitter implements PacketStream {
       );
       // The call is over once its status is out. A caller still sending (we ended first: an
       // error, a deadline) is told to stop with RST_STREAM NO_ERROR, as grpc-go's server does.
-      // Not at once: nghttp2 drops a stream's queued frames, trailers included, when it is
-      // reset. Node sends them from an immediate that sendTrailers has just queued, so ours,
-      // queued after it, runs once they are out.
+      // In the next turn of the loop, once Node has sent the trailers: a reset submitted now
+      // would go out ahead of them.
       if (!this.ended) setImmediate(() => stream.close(constants.NGHTTP2_NO_ERROR));
     });
     stream.on("data", (chunk: Buffer) => {
+      // Once the call has failed, input is read and dropped: Node destroys a stream closed
+      // with NO_ERROR only after its readable side has been consumed, so unread data would
+      // keep a finished call (and its session) open.
+      if (this.failed) return;
       this.decoder.push(chunk);
       this.flush();
     });
@@ -98,7 +101,9 @@ export class GrpcCallStream extends EventEmitter implements PacketStream {
       this.emit("error", err);
     });
     stream.once("close", () => {
-      // As a gRPC call would: messages held back while paused are delivered before "close".
+      // As a gRPC call would: messages held back while paused are delivered before "close",
+      // unless the caller reset the call (they would only start work that is cancelled at once).
+      if (stream.rstCode !== undefined && stream.rstCode !== constants.NGHTTP2_NO_ERROR) this.failed = true;
       this.paused = false;
       this.flush();
       this.emit("close");
@@ -161,7 +166,7 @@ export class GrpcCallStream extends EventEmitter implements PacketStream {
    */
   fail(err: Error): void {
     this.failed = true;
-    this.stream.pause();
+    this.stream.resume(); // drain and drop what the caller still sends (see the "data" handler)
     if (this.stream.writableEnded || this.stream.destroyed) return;
     if (this.stream.writableLength > 0) {
       this.destroy();
@@ -174,20 +179,24 @@ export class GrpcCallStream extends EventEmitter implements PacketStream {
   /** Resets the stream (RST_STREAM CANCEL): the caller sees the call cancelled. */
   destroy(_err?: Error): void {
     this.failed = true;
-    if (!this.stream.destroyed) this.stream.close(constants.NGHTTP2_CANCEL);
+    if (this.stream.destroyed) return;
+    // A stream already closed (reset by either side) may still wait for its readable side to
+    // be consumed before Node destroys it; close() does nothing then.
+    if (this.stream.closed) this.stream.destroy();
+    else this.stream.close(constants.NGHTTP2_CANCEL);
   }
 
   pause(): void {
     if (this.paused) return;
     this.paused = true;
-    this.stream.pause();
+    if (!this.failed) this.stream.pause();
   }
 
   resume(): void {
     if (!this.paused) return;
     this.paused = false;
     this.flush();
-    if (!this.paused && !this.stream.destroyed) this.stream.resume();
+    if ((!this.paused || this.failed) && !this.stream.destroyed) this.stream.resume();
   }
 
   /** Delivers decoded packets until the decoder runs dry or the owner pauses us. */

@@ -44,6 +44,21 @@ export interface GrpcFrontendServerOptions {
 
 const GRPC_CONTENT_TYPE = /^application\/grpc([+;]|$)/;
 
+/** Longest delay a Node timer takes (about 24.8 days); longer ones would fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Calls `fn` after `ms`, however long (grpc-timeout allows years); returns a cancel function. */
+function afterMs(ms: number, fn: () => void): () => void {
+  const due = Date.now() + ms;
+  let timer: NodeJS.Timeout;
+  const arm = () => {
+    const left = due - Date.now();
+    timer = left > MAX_TIMER_MS ? setTimeout(arm, MAX_TIMER_MS) : setTimeout(fn, Math.max(0, left));
+  };
+  arm();
+  return () => clearTimeout(timer);
+}
+
 export class GrpcFrontendServer {
   private readonly h2: Http2Server;
   private readonly sessions = new Set<ServerHttp2Session>();
@@ -108,6 +123,8 @@ export class GrpcFrontendServer {
     const { keepaliveMs, keepaliveTimeoutMs } = this.opts;
     if (keepaliveMs <= 0) return;
     const timer = setInterval(() => {
+      // After GOAWAY (drain) Node fails every PING at once; the drain has its own time limit.
+      if (session.closed) return;
       const deadline = setTimeout(() => {
         this.opts.log.info({ keepaliveTimeoutMs }, "closing a frontend connection: no keepalive answer");
         transport.destroy();
@@ -152,8 +169,8 @@ export class GrpcFrontendServer {
     }
     const call = new GrpcCallStream(stream, { maxMessageBytes: this.opts.maxMessageBytes });
     if (deadlineMs !== null) {
-      const timer = setTimeout(() => call.fail(new DeadlineExceededError(deadlineMs)), deadlineMs);
-      stream.once("close", () => clearTimeout(timer));
+      const cancel = afterMs(deadlineMs, () => call.fail(new DeadlineExceededError(deadlineMs)));
+      stream.once("close", cancel);
     }
     handler(call);
   }

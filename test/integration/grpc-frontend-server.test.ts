@@ -15,7 +15,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GrpcCode } from "../../lib/errors.js";
 import { decodePacket, encodePacket } from "../../lib/proto/codec.js";
-import { dialRequest, type Packet, PacketType } from "../../lib/proto/packet.js";
+import { dataPacket, dialRequest, type Packet, PacketType } from "../../lib/proto/packet.js";
 import { waitFor } from "../helpers/agent.js";
 import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
 
@@ -99,9 +99,23 @@ const statusOf = (a: Answer) => Number(a.trailers["grpc-status"] ?? a.headers["g
 const messageOf = (a: Answer) =>
   decodeURIComponent(String(a.trailers["grpc-message"] ?? a.headers["grpc-message"]));
 
+/** Proxy calls the gateway holds open (the upstream metric), to see that ended calls are gone. */
+async function openCalls(): Promise<number> {
+  const { values } = await t.gw.metrics.grpcConnections.get();
+  return values.find((v) => v.labels.service_method === "Proxy")?.value ?? 0;
+}
+
+async function noOpenCalls(): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while ((await openCalls()) !== 0) {
+    if (Date.now() > deadline) throw new Error(`still ${await openCalls()} open calls at the gateway`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 /** A valid call on the same session still works: a dial answered (no agent: with an error). */
-async function stillServes(): Promise<void> {
-  const { stream, answer } = call(PROXY);
+async function stillServes(headers: OutgoingHttpHeaders = PROXY): Promise<void> {
+  const { stream, answer } = call(headers);
   const got: Packet[] = [];
   let buf = Buffer.alloc(0);
   stream.on("data", (c: Buffer) => {
@@ -190,6 +204,19 @@ describe("the frontend gRPC server", () => {
     expect(statusOf(a)).toBe(code);
     expect(messageOf(a)).toMatch(text);
     expect(a.rstCode).toBe(constants.NGHTTP2_NO_ERROR);
+    await noOpenCalls();
+    await stillServes();
+  });
+
+  it("releases a call it ended while the caller keeps sending (the rest is read and dropped)", async () => {
+    const { stream, answer } = call(PROXY);
+    stream.on("error", () => {});
+    stream.write(prefix(0, 16 * 1024 * 1024 + 1));
+    // The body of the refused message keeps coming, as a grpc-go client would send it.
+    for (let i = 0; i < 32; i++) stream.write(Buffer.alloc(64 * 1024, i));
+    const a = await answer;
+    expect(statusOf(a)).toBe(GrpcCode.RESOURCE_EXHAUSTED);
+    await noOpenCalls();
     await stillServes();
   });
 
@@ -216,6 +243,23 @@ describe("the frontend gRPC server", () => {
     const a = await answer;
     expect(statusOf(a)).toBe(GrpcCode.DEADLINE_EXCEEDED);
     expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+    await noOpenCalls();
+  });
+
+  it("releases a call whose deadline passes while the caller is sending and being answered", async () => {
+    const { stream, answer } = call({ ...PROXY, "grpc-timeout": "200m" });
+    stream.on("error", () => {});
+    // DATA for a connection that does not exist: each one is answered with a CLOSE_RSP.
+    const timer = setInterval(() => {
+      if (!stream.closed) stream.write(message(dataPacket(7n, Buffer.alloc(1024))));
+    }, 5);
+    await answer;
+    clearInterval(timer);
+    await noOpenCalls();
+  });
+
+  it("takes a deadline beyond what a Node timer can hold (grpc-go sends 30 days as 2592000S)", async () => {
+    await stillServes({ ...PROXY, "grpc-timeout": "2592000S" });
   });
 
   it("sends keepalive PINGs at --frontend-keepalive-time", async () => {
