@@ -26,14 +26,10 @@ export function captureLogger(): { log: Logger; lines: string[] } {
   return { log: createLogger({ name: "test", level: "debug", destination: sink }), lines };
 }
 
-/**
- * Starts a real gateway on loopback, every port 0, through the same option parser the CLI uses.
- * `flags` are appended, so tests can override any default.
- */
-export async function startTestGateway(flags: string[] = []): Promise<TestGateway> {
-  const pki = await getTestPki();
+/** Gateway flags for the test PKI: loopback, every port 0, mTLS frontend, token and CA agents. */
+export function gatewayFlags(pki: TestPki): string[] {
   const f = pki.files;
-  const argv = [
+  return [
     "--server-port=0",
     "--server-bind-address=127.0.0.1",
     `--server-cert=${f.serverCert}`,
@@ -49,8 +45,16 @@ export async function startTestGateway(flags: string[] = []): Promise<TestGatewa
     "--health-port=0",
     "--health-bind-address=127.0.0.1",
     "--graceful-shutdown-timeout=2s",
-    ...flags,
   ];
+}
+
+/**
+ * Starts a real gateway on loopback, every port 0, through the same option parser the CLI uses.
+ * `flags` are appended, so tests can override any default.
+ */
+export async function startTestGateway(flags: string[] = []): Promise<TestGateway> {
+  const pki = await getTestPki();
+  const argv = [...gatewayFlags(pki), ...flags];
   const parsed = parseServerOptions(argv, {});
   if (parsed.help) throw new Error("unexpected help");
   const { log, lines } = captureLogger();

@@ -22,9 +22,9 @@ import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
 let t: TestGateway;
 let session: ClientHttp2Session;
 
-function h2Connect(): Promise<ClientHttp2Session> {
-  const p = t.pki;
-  const s = connect(`https://127.0.0.1:${t.gw.addresses.frontend!.port}`, {
+function h2Connect(g: TestGateway = t): Promise<ClientHttp2Session> {
+  const p = g.pki;
+  const s = connect(`https://127.0.0.1:${g.gw.addresses.frontend!.port}`, {
     ca: p.ca.certPem,
     key: p.frontend.keyPem,
     cert: p.frontend.certPem,
@@ -275,13 +275,7 @@ describe("the frontend gRPC server", () => {
   it("sends GOAWAY on graceful shutdown, then cancels calls that hold no tunnel", async () => {
     // Calls with open tunnels are let finish (lifecycle.test.ts); this one has none.
     const g = await startTestGateway(["--graceful-shutdown-timeout=1s"]);
-    const p = g.pki;
-    const s = connect(`https://127.0.0.1:${g.gw.addresses.frontend!.port}`, {
-      ca: p.ca.certPem,
-      key: p.frontend.keyPem,
-      cert: p.frontend.certPem,
-      servername: "localhost",
-    });
+    const s = await h2Connect(g);
     const goaway = new Promise<number>((resolve) => s.once("goaway", (code) => resolve(code)));
     const { stream, answer } = call(PROXY, s);
     await new Promise((r) => stream.once("response", r));

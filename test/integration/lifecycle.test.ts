@@ -11,7 +11,7 @@ import { TunnelClient } from "../../lib/client/tunnel-client.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { type HttpBackend, hangingListener, startHttpBackend } from "../helpers/backends.js";
 import { bodyText, connectThrough, httpOver, type ProxyTarget } from "../helpers/connect-client.js";
-import { AGENT_TOKEN, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { AGENT_TOKEN, gatewayFlags, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { spawnKgw } from "../helpers/kgw-process.js";
 import { getTestPki } from "../helpers/pki.js";
 
@@ -288,25 +288,8 @@ describe("a server process that dies while our agent sends to it over gRPC", () 
   // here (the agent's reads see the reset), and this keeps it that way.
   it("is dropped by the agent within a second or two, three times in a row", async () => {
     const pki = await getTestPki();
-    const f = pki.files;
     for (let round = 1; round <= 3; round++) {
-      const server = spawnKgw(
-        [
-          "server",
-          "--server-port=0",
-          "--server-bind-address=127.0.0.1",
-          `--server-cert=${f.serverCert}`,
-          `--server-key=${f.serverKey}`,
-          `--server-ca-cert=${f.caCert}`,
-          "--agent-port=0",
-          "--agent-bind-address=127.0.0.1",
-          `--cluster-cert=${f.serverCert}`,
-          `--cluster-key=${f.serverKey}`,
-          "--admin-port=0",
-          "--health-port=0",
-        ],
-        { KGW_AGENT_TOKEN: AGENT_TOKEN },
-      );
+      const server = spawnKgw(["server", ...gatewayFlags(pki)]);
       const listening = () =>
         server.output
           .join("")
@@ -346,20 +329,7 @@ describe("a server process that dies while our agent sends to it over gRPC", () 
 describe("kgw server as a process", () => {
   it("exits 0 on SIGTERM and 2 with a one-line error on a bad flag", async () => {
     const pki = await getTestPki();
-    const f = pki.files;
-    const server = spawnKgw([
-      "server",
-      "--server-port=0",
-      "--server-bind-address=127.0.0.1",
-      `--server-cert=${f.serverCert}`,
-      `--server-key=${f.serverKey}`,
-      "--agent-port=0",
-      `--cluster-cert=${f.serverCert}`,
-      `--cluster-key=${f.serverKey}`,
-      `--cluster-ca-cert=${f.caCert}`,
-      "--admin-port=0",
-      "--health-port=0",
-    ]);
+    const server = spawnKgw(["server", ...gatewayFlags(pki)]);
     await waitFor(() => server.output.join("").includes("gateway listening"), 15_000, "server started");
     server.child.kill("SIGTERM");
     expect(await server.exited).toEqual({ code: 0, signal: null });
