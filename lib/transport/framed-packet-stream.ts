@@ -8,16 +8,15 @@
  * a 13-byte header plus the backend's own buffer, the socket is read from JavaScript so EOF and
  * errors are seen at once, and the only windows are TCP's and our per-connection credit.
  *
- * Backpressure: `write` returns false once more than `highWaterMark` bytes wait in the socket;
- * "drain" follows when the socket has flushed. `pause` stops delivering packets at once, even in
- * the middle of a received chunk (the rest stays in the decoder), and stops reading the socket.
+ * Delivery, pausing and backpressure are DecodingPacketStream's: `write` returns false once more
+ * than `highWaterMark` bytes wait in the socket, "drain" follows when it has flushed; `pause`
+ * stops delivering at once, even in the middle of a received chunk, and stops reading.
  *
  * Keepalive: when nothing has been received for `keepaliveMs`, a PING goes out; if nothing at
  * all arrives within `keepaliveTimeoutMs` after it, the peer is declared dead and the socket is
  * destroyed. While paused the stream is not reading, so silence then proves nothing and is not
  * held against the peer.
  */
-import { EventEmitter } from "node:events";
 import type { Socket } from "node:net";
 import { ProtocolError } from "../errors.js";
 import { decodePacket, encodePacket } from "../proto/codec.js";
@@ -29,7 +28,7 @@ import {
   FrameType,
   PING_PAYLOAD_BYTES,
 } from "../proto/tunnel-frames.js";
-import type { PacketStream } from "../tunnel/packet-stream.js";
+import { DecodingPacketStream } from "./decoding-packet-stream.js";
 
 /** Bytes queued in the socket before `write` reports backpressure: one credit chunk and change. */
 export const TUNNEL_WRITE_HIGH_WATER_BYTES = 512 * 1024;
@@ -49,18 +48,10 @@ export class KeepaliveTimeoutError extends ProtocolError {
   }
 }
 
-export class FramedPacketStream extends EventEmitter implements PacketStream {
-  private paused = false;
-  private needDrain = false;
-  /** The peer sent its FIN; "end" is emitted once everything before it has been delivered. */
-  private ended = false;
-  private endEmitted = false;
-  /** Destroyed by us, by the owner, or by an error: nothing more is delivered. */
-  private failed = false;
+export class FramedPacketStream extends DecodingPacketStream {
   private lastReceived = Date.now();
   private pingSentAt = 0;
   private keepaliveTimer: NodeJS.Timeout | undefined;
-  private readonly highWaterMark: number;
 
   constructor(
     private readonly socket: Socket,
@@ -68,56 +59,18 @@ export class FramedPacketStream extends EventEmitter implements PacketStream {
     private readonly decoder: FrameDecoder,
     private readonly opts: FramedPacketStreamOptions,
   ) {
-    super();
-    this.highWaterMark = opts.highWaterMark ?? TUNNEL_WRITE_HIGH_WATER_BYTES;
-    socket.pause(); // until the owner listens (below)
-    socket.on("data", (chunk: Buffer) => this.onChunk(chunk));
-    socket.on("drain", () => {
-      if (!this.needDrain) return;
-      this.needDrain = false;
-      this.emit("drain");
-    });
-    socket.once("end", () => {
-      this.ended = true;
+    super(socket, opts.highWaterMark ?? TUNNEL_WRITE_HIGH_WATER_BYTES);
+    socket.on("data", (chunk: Buffer) => {
+      this.lastReceived = Date.now();
+      this.pingSentAt = 0;
+      this.decoder.push(chunk);
       this.flush();
-    });
-    socket.on("error", (err) => {
-      this.failed = true;
-      this.emit("error", err);
     });
     socket.once("close", () => {
       clearTimeout(this.keepaliveTimer);
-      // A clean close may leave packets we were asked to hold (paused); nobody can push back
-      // any more, so they are delivered now, before "end" and "close", as a gRPC call would.
-      this.paused = false;
-      this.flush();
-      this.emit("close");
+      this.closed();
     });
     this.scheduleKeepalive();
-    // Nothing is read until the owner listens for packets (as a Readable starts flowing on its
-    // first "data" listener): the owner may attach only after a few awaits, and frames that came
-    // with the handshake, or a DIAL_REQ right behind WELCOME, must not be emitted to nobody.
-    const start = (event: string | symbol) => {
-      if (event !== "data") return;
-      this.off("newListener", start);
-      queueMicrotask(() => {
-        this.flush();
-        if (!this.paused && !this.socket.destroyed) this.socket.resume();
-      });
-    };
-    this.on("newListener", start);
-  }
-
-  get writableNeedDrain(): boolean {
-    return this.needDrain;
-  }
-
-  get writableEnded(): boolean {
-    return this.socket.writableEnded;
-  }
-
-  get destroyed(): boolean {
-    return this.socket.destroyed;
   }
 
   write(packet: Packet, cb?: (err?: Error | null) => void): boolean {
@@ -131,9 +84,7 @@ export class FramedPacketStream extends EventEmitter implements PacketStream {
     } else {
       s.write(encodeFrame(FrameType.PACKET, encodePacket(packet)), cb);
     }
-    if (s.writableLength < this.highWaterMark) return true;
-    this.needDrain = true;
-    return false;
+    return this.accepted();
   }
 
   end(): void {
@@ -145,58 +96,41 @@ export class FramedPacketStream extends EventEmitter implements PacketStream {
     this.socket.destroy(err);
   }
 
-  pause(): void {
-    if (this.paused) return;
-    this.paused = true;
-    this.socket.pause();
+  override resume(): void {
+    // Silence while paused proved nothing about the peer (we were not reading).
+    if (this.paused) this.lastReceived = Date.now();
+    super.resume();
   }
 
-  resume(): void {
-    if (!this.paused) return;
-    this.paused = false;
-    this.lastReceived = Date.now();
-    this.flush();
-    if (!this.paused && !this.socket.destroyed) this.socket.resume();
+  protected get pendingBytes(): number {
+    return this.decoder.pendingBytes;
   }
 
-  private onChunk(chunk: Buffer): void {
-    this.lastReceived = Date.now();
-    this.pingSentAt = 0;
-    this.decoder.push(chunk);
-    this.flush();
-  }
-
-  /** Delivers decoded packets until the decoder runs dry or the owner pauses us. */
-  private flush(): void {
-    try {
-      while (!this.paused && !this.failed) {
-        const frame = this.decoder.next();
-        if (frame === null) break;
-        if (frame.kind === "data") {
-          this.emit("data", dataPacket(frame.connectId, frame.data));
-          continue;
-        }
-        switch (frame.type) {
-          case FrameType.PACKET:
-            this.emit("data", decodePacket(frame.payload));
-            break;
-          case FrameType.PING:
-            if (this.socket.writable) this.socket.write(encodeFrame(FrameType.PONG, frame.payload));
-            break;
-          case FrameType.PONG:
-            break; // receiving it already counted as life
-          default:
-            throw new ProtocolError(`handshake frame type ${frame.type} after the handshake`);
-        }
+  protected nextPacket(): Packet | null {
+    for (;;) {
+      const frame = this.decoder.next();
+      if (frame === null) return null;
+      if (frame.kind === "data") return dataPacket(frame.connectId, frame.data);
+      switch (frame.type) {
+        case FrameType.PACKET:
+          return decodePacket(frame.payload);
+        case FrameType.PING:
+          if (this.socket.writable) this.socket.write(encodeFrame(FrameType.PONG, frame.payload));
+          break;
+        case FrameType.PONG:
+          break; // receiving it already counted as life
+        default:
+          throw new ProtocolError(`handshake frame type ${frame.type} after the handshake`);
       }
-    } catch (err) {
-      this.destroy(err as Error);
-      return;
     }
-    if (this.ended && !this.endEmitted && !this.paused && this.decoder.pendingBytes === 0) {
-      this.endEmitted = true;
-      this.emit("end");
-    }
+  }
+
+  protected malformed(err: Error): void {
+    this.destroy(err);
+  }
+
+  protected endedMidFrame(): void {
+    // A FIN inside a frame: no "end" (the stream was cut short); "close" follows.
   }
 
   private scheduleKeepalive(): void {

@@ -13,12 +13,9 @@
  * The call's end is the gRPC status in trailers: `end()` sends OK once everything written has
  * gone out; `fail(err)` sends the error's status instead; `destroy()` resets the stream.
  *
- * Backpressure and pausing behave as in FramedPacketStream: `write` returns false once more
- * than `highWaterMark` bytes wait in the stream, "drain" follows; `pause` stops delivering at
- * once, even between messages of one chunk, and stops reading (HTTP/2 flow control then holds
- * the caller back).
+ * Delivery, pausing and backpressure are DecodingPacketStream's, as for kgw-tunnel/1; a paused
+ * call stops reading, and HTTP/2 flow control then holds the caller back.
  */
-import { EventEmitter } from "node:events";
 import { constants, type ServerHttp2Stream } from "node:http2";
 import { GrpcCode, grpcStatusFor, ProtocolError } from "../errors.js";
 import { decodePacket, encodeDataPacketHeader, encodePacket } from "../proto/codec.js";
@@ -29,7 +26,7 @@ import {
   writeMessagePrefix,
 } from "../proto/grpc-http2.js";
 import { type Packet, PacketType } from "../proto/packet.js";
-import type { PacketStream } from "../tunnel/packet-stream.js";
+import { DecodingPacketStream } from "./decoding-packet-stream.js";
 
 /** Bytes queued in the stream before `write` reports backpressure: one credit chunk and change. */
 export const CALL_WRITE_HIGH_WATER_BYTES = 512 * 1024;
@@ -45,26 +42,16 @@ export interface GrpcCallStreamOptions {
   highWaterMark?: number;
 }
 
-export class GrpcCallStream extends EventEmitter implements PacketStream {
+export class GrpcCallStream extends DecodingPacketStream {
   private readonly decoder: GrpcMessageDecoder;
-  private readonly highWaterMark: number;
-  private paused = false;
-  private needDrain = false;
-  /** The caller half-closed; "end" follows once everything before it has been delivered. */
-  private ended = false;
-  private endEmitted = false;
-  /** Nothing more is delivered: failed, destroyed or closed with an error. */
-  private failed = false;
   private status: { code: number; message: string } = { code: GrpcCode.OK, message: "" };
 
   constructor(
     private readonly stream: ServerHttp2Stream,
     opts: GrpcCallStreamOptions,
   ) {
-    super();
+    super(stream, opts.highWaterMark ?? CALL_WRITE_HIGH_WATER_BYTES);
     this.decoder = new GrpcMessageDecoder(opts.maxMessageBytes);
-    this.highWaterMark = opts.highWaterMark ?? CALL_WRITE_HIGH_WATER_BYTES;
-    stream.pause(); // until the owner listens (below)
     stream.respond(GRPC_RESPONSE_HEADERS, { waitForTrailers: true });
     stream.on("wantTrailers", () => {
       const { code, message } = this.status;
@@ -87,49 +74,12 @@ export class GrpcCallStream extends EventEmitter implements PacketStream {
       this.decoder.push(chunk);
       this.flush();
     });
-    stream.on("drain", () => {
-      if (!this.needDrain) return;
-      this.needDrain = false;
-      this.emit("drain");
-    });
-    stream.once("end", () => {
-      this.ended = true;
-      this.flush();
-    });
-    stream.on("error", (err) => {
-      this.failed = true;
-      this.emit("error", err);
-    });
     stream.once("close", () => {
-      // As a gRPC call would: messages held back while paused are delivered before "close",
-      // unless the caller reset the call (they would only start work that is cancelled at once).
+      // A caller that reset the call gets nothing more delivered: it would only start work
+      // that is cancelled at once.
       if (stream.rstCode !== undefined && stream.rstCode !== constants.NGHTTP2_NO_ERROR) this.failed = true;
-      this.paused = false;
-      this.flush();
-      this.emit("close");
+      this.closed();
     });
-    // Nothing is read until the owner listens for packets, as a Readable starts flowing.
-    const start = (event: string | symbol) => {
-      if (event !== "data") return;
-      this.off("newListener", start);
-      queueMicrotask(() => {
-        this.flush();
-        if (!this.paused && !this.stream.destroyed) this.stream.resume();
-      });
-    };
-    this.on("newListener", start);
-  }
-
-  get writableNeedDrain(): boolean {
-    return this.needDrain;
-  }
-
-  get writableEnded(): boolean {
-    return this.stream.writableEnded;
-  }
-
-  get destroyed(): boolean {
-    return this.stream.destroyed;
   }
 
   write(packet: Packet, cb?: (err?: Error | null) => void): boolean {
@@ -150,9 +100,7 @@ export class GrpcCallStream extends EventEmitter implements PacketStream {
       message.set(body, MESSAGE_PREFIX_BYTES);
       s.write(message, cb);
     }
-    if (s.writableLength < this.highWaterMark) return true;
-    this.needDrain = true;
-    return false;
+    return this.accepted();
   }
 
   /** Ends the call with status OK, after everything written. */
@@ -186,38 +134,20 @@ export class GrpcCallStream extends EventEmitter implements PacketStream {
     else this.stream.close(constants.NGHTTP2_CANCEL);
   }
 
-  pause(): void {
-    if (this.paused) return;
-    this.paused = true;
-    if (!this.failed) this.stream.pause();
+  protected get pendingBytes(): number {
+    return this.decoder.pendingBytes;
   }
 
-  resume(): void {
-    if (!this.paused) return;
-    this.paused = false;
-    this.flush();
-    if ((!this.paused || this.failed) && !this.stream.destroyed) this.stream.resume();
+  protected nextPacket(): Packet | null {
+    const message = this.decoder.next();
+    return message === null ? null : decodePacket(message);
   }
 
-  /** Delivers decoded packets until the decoder runs dry or the owner pauses us. */
-  private flush(): void {
-    try {
-      while (!this.paused && !this.failed) {
-        const message = this.decoder.next();
-        if (message === null) break;
-        this.emit("data", decodePacket(message));
-      }
-    } catch (err) {
-      this.fail(err as Error);
-      return;
-    }
-    if (this.ended && !this.endEmitted && !this.paused && !this.failed) {
-      if (this.decoder.pendingBytes > 0) {
-        this.fail(new ProtocolError("the call ended in the middle of a message"));
-        return;
-      }
-      this.endEmitted = true;
-      this.emit("end");
-    }
+  protected malformed(err: Error): void {
+    this.fail(err);
+  }
+
+  protected endedMidFrame(): void {
+    this.fail(new ProtocolError("the call ended in the middle of a message"));
   }
 }
