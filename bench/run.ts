@@ -7,13 +7,15 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { build, distIsFresh } from "./harness/build.js";
 import { parseArgs, sizesFor, USAGE } from "./harness/cli.js";
 import { cpuSnapshot, describeMachine, fdLimit, otherLoad } from "./harness/machine.js";
+import { RunOutput } from "./harness/output.js";
 import { type BenchPki, createBenchPki } from "./harness/pki.js";
 import { installCleanup, stopAllChildren } from "./harness/procs.js";
 import { Scope } from "./harness/scope.js";
-import { renderResults, renderScenario } from "./harness/table.js";
+import { methodLines, renderResults, renderScenario } from "./harness/table.js";
 import type { BenchContext, BenchOptions, BenchResults, ScenarioResult } from "./harness/types.js";
 import { goVersion, type UpstreamBinaries, upstreamBinaries } from "./harness/upstream.js";
 import { errorMessage, withTimeout } from "./harness/util.js";
+import { VERBOSITY } from "./harness/verbosity.js";
 import { SCENARIOS } from "./scenarios/index.js";
 
 const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
@@ -67,18 +69,24 @@ async function main(argv: string[]): Promise<number> {
   const upstream = await resolveUpstream(o);
   pki = await createBenchPki();
   const machine = await describeMachine(upstream.bins !== null);
+  const output = RunOutput.create(o.outDir, "kgw-bench-");
   const results: BenchResults = {
     command: `npm run bench${argv.length ? ` -- ${argv.join(" ")}` : ""}`,
     startedAt: new Date().toISOString(),
     quick: o.quick,
+    rounds: o.rounds,
+    verbosity: VERBOSITY,
+    outputDir: output.dir,
     machine,
     scenarios: [],
   };
+  for (const line of methodLines(results)) log(line);
   const scenarioTimeoutMs = o.quick ? 60_000 : 30 * 60_000;
 
   for (const scenario of selected) {
     log(`${scenario.name}: ${scenario.title}`);
     const scope = new Scope();
+    const section = output.section(scenario.name);
     const ctx: BenchContext = {
       options: o,
       sizes: sizesFor(o.quick),
@@ -87,6 +95,8 @@ async function main(argv: string[]): Promise<number> {
       upstreamNa: upstream.na,
       fdLimit: fdLimit(),
       scope,
+      output: section,
+      roundLoads: [],
       log,
     };
     const started = Date.now();
@@ -111,6 +121,8 @@ async function main(argv: string[]): Promise<number> {
     const load = otherLoad(cpuBefore, cpuSnapshot());
     result.otherCores = load.other;
     result.stealCores = load.steal;
+    result.rounds = ctx.roundLoads;
+    result.logs = section.volumes();
     results.scenarios.push(result);
     // Each table as soon as it is done, on stderr, so a long run shows progress.
     process.stderr.write(`\n${renderScenario(result, false)}\n`);
@@ -122,6 +134,7 @@ async function main(argv: string[]): Promise<number> {
     writeFileSync(o.json, `${JSON.stringify(results, null, 2)}\n`);
     log(`results written to ${o.json}`);
   }
+  log(`child process output in ${output.dir}`);
   const failed = results.scenarios.some(
     (s) => s.error || s.rows.some((r) => Object.values(r.cells).some((c) => c?.error)),
   );

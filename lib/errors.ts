@@ -19,6 +19,8 @@ export type ErrorCode =
   | "ERR_DIAL_FAILED"
   | "ERR_DIAL_TIMEOUT"
   | "ERR_DIAL_CANCELLED"
+  | "ERR_DESTINATION_NOT_ALLOWED"
+  | "ERR_CONNECTION_BROKEN"
   | "ERR_UNKNOWN_CONNECTION"
   | "ERR_PROTOCOL"
   | "ERR_UNSUPPORTED"
@@ -100,6 +102,22 @@ export class AgentGoneError extends GatewayError {
   }
 }
 
+/**
+ * The agent stopped answering liveness probes: a dial waiting on it is abandoned, or (silent
+ * past the liveness timeout) its stream was closed.
+ */
+export class AgentUnresponsiveError extends GatewayError {
+  constructor(agentId: string, silentMs: number, disconnected: boolean) {
+    const silent = `${(silentMs / 1000).toFixed(1)}s`;
+    super(
+      "ERR_AGENT_GONE",
+      disconnected
+        ? `agent ${agentId} sent nothing for ${silent} and was disconnected`
+        : `agent ${agentId} stopped answering (nothing for ${silent}); the dial was abandoned`,
+    );
+  }
+}
+
 /** The agent tried the backend and reported failure (refused, unreachable, DNS). */
 export class DialFailedError extends GatewayError {
   constructor(message: string) {
@@ -117,6 +135,22 @@ export class DialTimeoutError extends GatewayError {
   }
 }
 
+/**
+ * The agent refused the destination by policy (today: link-local addresses such as cloud
+ * metadata, lib/agent/destination-policy.ts). The message carries DESTINATION_NOT_ALLOWED.
+ */
+export class DestinationNotAllowedError extends GatewayError {
+  constructor(message: string) {
+    super("ERR_DESTINATION_NOT_ALLOWED", message);
+  }
+}
+
+/**
+ * The words every destination refusal carries, so that the server can type the refusal from the
+ * DIAL_RSP's free text (agentDialError). Written by the agent, read by the server: keep as is.
+ */
+export const DESTINATION_NOT_ALLOWED = "destination not allowed";
+
 /** The agent's host ran out of file descriptors; upstream answers 503 for it. */
 export class AgentOverloadedError extends GatewayError {
   constructor(message: string) {
@@ -127,9 +161,12 @@ export class AgentOverloadedError extends GatewayError {
 /**
  * Types a dial error an agent reported. The protocol carries it as free text (Go's error string),
  * so this is the one place that reads it, with upstream's own rules (mapDialErrorToHTTPStatus):
- * a timeout is 504, "too many open files" 503, anything else 502.
+ * a timeout is 504, "too many open files" 503, anything else 502; plus our agent's policy
+ * refusal, 403.
  */
 export function agentDialError(text: string): GatewayError {
+  // First: a refused destination's text quotes the address, which may contain anything.
+  if (text.includes(DESTINATION_NOT_ALLOWED)) return new DestinationNotAllowedError(text);
   if (/timeout|deadline exceeded/i.test(text)) return new DialTimeoutError(null, text);
   if (/too many open files/i.test(text)) return new AgentOverloadedError(text);
   return new DialFailedError(text);
@@ -139,6 +176,17 @@ export function agentDialError(text: string): GatewayError {
 export class DialCancelledError extends GatewayError {
   constructor(message = "dial cancelled") {
     super("ERR_DIAL_CANCELLED", message);
+  }
+}
+
+/**
+ * An established connection ended with an error from the other side (CLOSE_RSP with error
+ * text: its agent went away, its backend failed) rather than a normal close: what was received
+ * may be incomplete.
+ */
+export class ConnectionBrokenError extends GatewayError {
+  constructor(message: string) {
+    super("ERR_CONNECTION_BROKEN", message);
   }
 }
 
@@ -204,6 +252,8 @@ const HTTP_STATUS: Record<ErrorCode, number> = {
   ERR_DIAL_FAILED: 502,
   ERR_DIAL_TIMEOUT: 504,
   ERR_DIAL_CANCELLED: 502,
+  ERR_DESTINATION_NOT_ALLOWED: 403,
+  ERR_CONNECTION_BROKEN: 502,
   ERR_UNKNOWN_CONNECTION: 400,
   ERR_PROTOCOL: 400,
   ERR_UNSUPPORTED: 501,
@@ -247,6 +297,8 @@ const GRPC_STATUS: Record<ErrorCode, number> = {
   ERR_DIAL_FAILED: GrpcCode.UNAVAILABLE,
   ERR_DIAL_TIMEOUT: GrpcCode.DEADLINE_EXCEEDED,
   ERR_DIAL_CANCELLED: GrpcCode.UNAVAILABLE,
+  ERR_DESTINATION_NOT_ALLOWED: GrpcCode.PERMISSION_DENIED,
+  ERR_CONNECTION_BROKEN: GrpcCode.UNAVAILABLE,
   ERR_UNKNOWN_CONNECTION: GrpcCode.INVALID_ARGUMENT,
   ERR_PROTOCOL: GrpcCode.INVALID_ARGUMENT,
   ERR_UNSUPPORTED: GrpcCode.UNIMPLEMENTED,

@@ -2,10 +2,11 @@
  * The benchmark backend: a TCP source/sink speaking protocol.ts. Runs in its own process.
  */
 import { createServer, type Server, type Socket } from "node:net";
-import { ACK_EVERY, ack, COMMAND_BYTES, Op, PONG } from "./protocol.js";
+import { PatternCheck, PatternSource } from "./pattern.js";
+import { ACK_EVERY, ack, Op, PONG, parseCommand } from "./protocol.js";
 
-/** One buffer, written again and again: the backend never allocates per byte sent. */
-const CHUNK = Buffer.alloc(256 * 1024, 0x61);
+/** Bytes handed to the socket per write: large enough that writes cost little per byte. */
+const WRITE_BYTES = 256 * 1024;
 const PONG_BYTE = Buffer.from([PONG]);
 
 export function createBackend(): Server {
@@ -25,20 +26,19 @@ function serve(socket: Socket): void {
       return;
     }
     header = header.length === 0 ? chunk : Buffer.concat([header, chunk]);
-    while (onBytes === null && header.length >= COMMAND_BYTES) {
-      const op = header[0];
-      const n = Number(header.readBigUInt64BE(1));
-      header = header.subarray(COMMAND_BYTES);
+    for (let parsed = parseCommand(header); onBytes === null && parsed; parsed = parseCommand(header)) {
+      const { op, n, patternStart } = parsed.command;
+      header = header.subarray(parsed.bytes);
       switch (op) {
         case Op.PING:
           socket.write(PONG_BYTE);
           break;
         case Op.DOWNLOAD:
           onBytes = () => {};
-          send(socket, n);
+          send(socket, n, new PatternSource(patternStart));
           break;
         case Op.UPLOAD:
-          onBytes = uploadCounter(socket, n);
+          onBytes = uploadCounter(socket, n, new PatternCheck(patternStart));
           break;
         default:
           socket.destroy();
@@ -53,13 +53,13 @@ function serve(socket: Socket): void {
   });
 }
 
-function send(socket: Socket, n: number): void {
+function send(socket: Socket, n: number, source: PatternSource): void {
   let left = n;
   const pump = () => {
     while (left > 0 && !socket.destroyed) {
-      const len = Math.min(left, CHUNK.length);
+      const len = Math.min(left, WRITE_BYTES);
       left -= len;
-      if (!socket.write(len === CHUNK.length ? CHUNK : CHUNK.subarray(0, len))) {
+      if (!socket.write(source.next(len))) {
         socket.once("drain", pump);
         return;
       }
@@ -68,10 +68,18 @@ function send(socket: Socket, n: number): void {
   pump();
 }
 
-function uploadCounter(socket: Socket, n: number): (chunk: Buffer) => void {
+/** Checks and counts what the client uploads; acknowledges as protocol.ts says. */
+function uploadCounter(socket: Socket, n: number, check: PatternCheck): (chunk: Buffer) => void {
   let received = 0;
   let nextAck = Math.min(ACK_EVERY, n);
+  let broken = false;
   return (chunk) => {
+    if (broken) return;
+    if (!check.accept(chunk)) {
+      broken = true;
+      socket.write(ack(check.checked, true));
+      return;
+    }
     received += chunk.length;
     if (received >= nextAck) {
       socket.write(ack(received));

@@ -1,10 +1,18 @@
 /** Command-line options of `npm run bench`. */
 import type { BenchOptions, Sizes } from "./types.js";
 
+/** Rounds by default: at least three, so that a median and a range mean something. */
+export const DEFAULT_ROUNDS = 3;
+/** --quick checks the harness, not figures: one round. */
+const QUICK_ROUNDS = 1;
+
 export const USAGE = `Usage: npm run bench -- [options]
 
   --quick               tiny sizes (seconds, not minutes): the smoke test's mode
   --only <a,b>          run only these scenarios (see --list); repeatable
+  --rounds <n>          measure every system n times, interleaved
+                        (default ${DEFAULT_ROUNDS}; ${QUICK_ROUNDS} with --quick)
+  --out-dir <dir>       where child processes write their output (default: a new directory in tmpdir)
   --upstream=auto|on|off
                         the upstream column: auto = when \`go\` is on the PATH (default)
   --json <file>         also write the results as JSON
@@ -17,8 +25,10 @@ export const USAGE = `Usage: npm run bench -- [options]
 `;
 
 export function parseArgs(argv: readonly string[]): BenchOptions | "help" {
+  let rounds: number | undefined;
   const o: BenchOptions = {
     quick: false,
+    rounds: DEFAULT_ROUNDS,
     only: [],
     upstream: "auto",
     markdown: false,
@@ -54,6 +64,16 @@ export function parseArgs(argv: readonly string[]): BenchOptions | "help" {
         o.upstream = v;
         break;
       }
+      case "--rounds": {
+        const v = takeValue();
+        rounds = Number(v);
+        if (!Number.isInteger(rounds) || rounds < 1)
+          throw new Error(`--rounds must be a positive integer, not ${v}`);
+        break;
+      }
+      case "--out-dir":
+        o.outDir = takeValue();
+        break;
       case "--json":
         o.json = takeValue();
         break;
@@ -79,6 +99,7 @@ export function parseArgs(argv: readonly string[]): BenchOptions | "help" {
         throw new Error(`unknown option ${arg}`);
     }
   }
+  o.rounds = rounds ?? (o.quick ? QUICK_ROUNDS : DEFAULT_ROUNDS);
   return o;
 }
 
@@ -87,7 +108,6 @@ export function sizesFor(quick: boolean): Sizes {
     ? {
         bulkBytes: 2 * 1024 * 1024,
         bulkMaxMs: 300,
-        repeats: 1,
         latencyDials: 20,
         dialRateMs: 300,
         dialConcurrency: 8,
@@ -101,8 +121,7 @@ export function sizesFor(quick: boolean): Sizes {
     : {
         bulkBytes: 512 * 1024 * 1024,
         bulkMaxMs: 2000,
-        repeats: 5,
-        latencyDials: 2000,
+        latencyDials: 1000,
         dialRateMs: 5000,
         dialConcurrency: 64,
         memoryCounts: [1000, 10_000],

@@ -1,7 +1,8 @@
 /** The machine description printed with every table. */
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import os from "node:os";
+import { childProcessGroups } from "./procs.js";
 import { REPO_ROOT } from "./repo.js";
 import type { MachineInfo } from "./types.js";
 import { goVersion, pinnedUpstreamVersion } from "./upstream.js";
@@ -35,29 +36,64 @@ function commit(): string {
 }
 
 export interface CpuSnapshot {
-  /** Busy CPU time of the whole machine, steal time, and CPU time of this process and its
-   * reaped children, all in seconds. */
+  /**
+   * Busy CPU time of the whole machine, steal time, and CPU time of the benchmark: this process,
+   * its reaped children, and every live process in one of its children's process groups, all in
+   * seconds.
+   */
   busy: number;
   steal: number;
   ours: number;
   at: number;
 }
 
-/** /proc/stat and /proc/self/stat, in USER_HZ (100) ticks. */
+/** USER_HZ: /proc reports CPU times in ticks of 1/100 s on Linux. */
+const TICKS_PER_SECOND = 100;
+
+/** The fields of /proc/<pid>/stat after the command name: [2] is the process group, [11..14]
+ * utime, stime, cutime, cstime (the last two: reaped children). */
+function statFields(pid: number | "self"): number[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return stat
+    .slice(stat.lastIndexOf(")") + 2)
+    .split(" ")
+    .map(Number);
+}
+
+const cpuTicks = (f: number[]): number => f[11]! + f[12]! + f[13]! + f[14]!;
+
+/**
+ * CPU ticks of live processes in `groups`. A child's own time is not in this process's cutime
+ * until it is reaped, so a live child is counted here; once reaped it is in cutime instead, and
+ * the sum stays continuous.
+ */
+function liveGroupTicks(groups: ReadonlySet<number>): number {
+  if (groups.size === 0) return 0;
+  let ticks = 0;
+  for (const entry of readdirSync("/proc")) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid)) continue;
+    try {
+      const f = statFields(pid);
+      if (groups.has(f[2]!)) ticks += cpuTicks(f);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return ticks;
+}
+
+/** /proc/stat, /proc/self/stat and the stat of every process of the benchmark's children. */
 export function cpuSnapshot(): CpuSnapshot {
   const at = Date.now();
   try {
     const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
     const [user, nice, system, , , irq, softirq, steal] = cpu;
-    const self = readFileSync("/proc/self/stat", "utf8");
-    const f = self
-      .slice(self.lastIndexOf(")") + 2)
-      .split(" ")
-      .map(Number);
+    const ours = cpuTicks(statFields("self")) + liveGroupTicks(new Set(childProcessGroups()));
     return {
-      busy: (user! + nice! + system! + irq! + softirq!) / 100,
-      steal: (steal ?? 0) / 100,
-      ours: (f[11]! + f[12]! + f[13]! + f[14]!) / 100,
+      busy: (user! + nice! + system! + irq! + softirq!) / TICKS_PER_SECOND,
+      steal: (steal ?? 0) / TICKS_PER_SECOND,
+      ours: ours / TICKS_PER_SECOND,
       at,
     };
   } catch {

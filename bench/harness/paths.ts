@@ -16,7 +16,7 @@ import { type ChannelCredentials, credentials } from "@grpc/grpc-js";
 import { TunnelClient } from "../../lib/client/tunnel-client.js";
 import type { BenchPki } from "./pki.js";
 import { LOOPBACK } from "./ports.js";
-import { PING } from "./protocol.js";
+import { PING, PONG } from "./protocol.js";
 import { now } from "./util.js";
 
 /** How long any single dial may take before it counts as failed. */
@@ -45,6 +45,10 @@ export function ping(socket: Duplex, head?: Buffer): Promise<void> {
     const timer = setTimeout(() => done(new Error("no answer to PING")), DIAL_TIMEOUT_MS);
     const onData = (c: Buffer) => {
       socket.pause();
+      if (c[0] !== PONG) {
+        done(new Error(`answer to PING was 0x${c[0]!.toString(16)}, not PONG`));
+        return;
+      }
       if (c.length > 1) socket.unshift(c.subarray(1));
       done();
     };

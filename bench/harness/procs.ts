@@ -4,53 +4,59 @@
  * is interrupted. Nothing is ever killed by name.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from "node:fs";
 import { REPO_ROOT } from "./repo.js";
-import { sleep, withTimeout } from "./util.js";
+import { sleep } from "./util.js";
 
-const KEEP_LINES = 400;
+/** How much of the end of a child's output file error messages quote. */
+const TAIL_BYTES = 64 * 1024;
+/** How long a SIGKILLed process may take to be reaped before we stop waiting for it. */
+const KILL_WAIT_MS = 2000;
+/** How often a start waits for its line to appear in the child's output file. */
+const LINE_POLL_MS = 20;
 
 export class Child {
   readonly process: ChildProcess;
-  /** The last KEEP_LINES lines of stdout and stderr, for error messages. */
-  readonly lines: string[] = [];
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  private readonly lineWaiters = new Set<(line: string) => void>();
+  private exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+  private spawnError = "";
 
+  /**
+   * `logFile` receives the child's stdout and stderr (see output.ts for why not a pipe); the
+   * benchmark reads it only to find a start-up line and to quote it in error messages.
+   */
   constructor(
     readonly name: string,
+    readonly logFile: string,
     command: string,
     args: readonly string[],
     env: Record<string, string> = {},
   ) {
-    this.process = spawn(command, args, {
-      cwd: REPO_ROOT,
-      detached: true,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, ...env },
-    });
-    let partial = "";
-    const onData = (d: Buffer) => {
-      const parts = (partial + d.toString()).split("\n");
-      partial = parts.pop() ?? "";
-      for (const line of parts) {
-        this.lines.push(line);
-        for (const w of this.lineWaiters) w(line);
-      }
-      if (this.lines.length > KEEP_LINES) this.lines.splice(0, this.lines.length - KEEP_LINES);
-    };
-    this.process.stdout!.on("data", onData);
-    this.process.stderr!.on("data", onData);
+    const fd = openSync(logFile, "a");
+    try {
+      this.process = spawn(command, args, {
+        cwd: REPO_ROOT,
+        detached: true,
+        stdio: ["ignore", fd, fd],
+        env: { ...process.env, ...env },
+      });
+    } finally {
+      // The child holds its own copy of the descriptor from here on.
+      closeSync(fd);
+    }
     this.exited = new Promise((resolve) => {
       this.process.once("exit", (code, signal) => resolve({ code, signal }));
       // A failed spawn (ENOENT) emits "error" and never "exit".
       this.process.once("error", (err) => {
-        this.lines.push(String(err));
+        this.spawnError = String(err);
         resolve({ code: -1, signal: null });
       });
     });
     running.add(this);
-    void this.exited.then(() => running.delete(this));
+    void this.exited.then((e) => {
+      this.exit = e;
+      running.delete(this);
+    });
   }
 
   get pid(): number {
@@ -79,23 +85,30 @@ export class Child {
     return (Number(fields[11]) + Number(fields[12])) / 100;
   }
 
-  /** Resolves with the first output line matching `pred`; fails if the process exits first. */
-  waitForLine(pred: (line: string) => boolean, ms: number): Promise<string> {
-    const found = this.lines.find(pred);
-    if (found !== undefined) return Promise.resolve(found);
-    let waiter: ((line: string) => void) | undefined;
-    const seen = new Promise<string>((resolve, reject) => {
-      waiter = (line) => {
-        if (pred(line)) resolve(line);
-      };
-      this.lineWaiters.add(waiter);
-      void this.exited.then(({ code, signal }) =>
-        reject(new Error(`${this.name} exited (code ${code}, signal ${signal})\n${this.tail()}`)),
-      );
-    });
-    return withTimeout(seen, ms, `${this.name} start`).finally(() => {
-      if (waiter) this.lineWaiters.delete(waiter);
-    });
+  /**
+   * The first line of the child's output matching `pred`, polling its output file; fails if the
+   * process exits first or `ms` pass.
+   */
+  async waitForLine(pred: (line: string) => boolean, ms: number): Promise<string> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const found = readFileSync(this.logFile, "utf8").split("\n").find(pred);
+      if (found !== undefined) return found;
+      if (this.exit) {
+        const { code, signal } = this.exit;
+        throw new Error(`${this.name} exited (code ${code}, signal ${signal})\n${this.tail()}`);
+      }
+      if (Date.now() > deadline)
+        throw new Error(`${this.name} start: no result within ${ms} ms\n${this.tail()}`);
+      await sleep(LINE_POLL_MS);
+    }
+  }
+
+  /** SIGKILL to the process group at once (a crash); resolves once the process is gone. */
+  async kill(): Promise<void> {
+    if (!this.alive) return;
+    signalGroup(this, "SIGKILL");
+    await Promise.race([this.exited, sleep(KILL_WAIT_MS)]);
   }
 
   /** SIGTERM to the process group, SIGKILL after `graceMs`. */
@@ -105,12 +118,29 @@ export class Child {
     const exited = await Promise.race([this.exited.then(() => true), sleep(graceMs).then(() => false)]);
     if (!exited) {
       signalGroup(this, "SIGKILL");
-      await Promise.race([this.exited, sleep(2000)]);
+      await Promise.race([this.exited, sleep(KILL_WAIT_MS)]);
     }
   }
 
+  /** The last `n` lines of the child's output file, for error messages. */
   tail(n = 30): string {
-    return `--- ${this.name} (pid ${this.pid}), last ${n} lines ---\n${this.lines.slice(-n).join("\n")}`;
+    const lines = [...lastLines(this.logFile, n), ...(this.spawnError ? [this.spawnError] : [])];
+    return `--- ${this.name} (pid ${this.pid}, ${this.logFile}), last ${n} lines ---\n${lines.join("\n")}`;
+  }
+}
+
+function lastLines(file: string, n: number): string[] {
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, "r");
+    const size = fstatSync(fd).size;
+    const buf = Buffer.alloc(Math.min(size, TAIL_BYTES));
+    const got = readSync(fd, buf, 0, buf.length, size - buf.length);
+    return buf.subarray(0, got).toString().trimEnd().split("\n").slice(-n);
+  } catch {
+    return [];
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }
 
@@ -128,6 +158,11 @@ function signalGroup(child: Child, signal: NodeJS.Signals): void {
 }
 
 const running = new Set<Child>();
+
+/** The process groups of the children still running (each child leads its own). */
+export function childProcessGroups(): number[] {
+  return [...running].map((c) => c.pid).filter((pid) => pid > 0);
+}
 
 /** Stops every child still running (each by its own process group). */
 export async function stopAllChildren(): Promise<void> {

@@ -15,6 +15,14 @@ import { Child } from "./procs.js";
 import { REPO_ROOT } from "./repo.js";
 import type { BenchContext } from "./types.js";
 import { waitUntil } from "./util.js";
+import { KGW_LOG_FLAGS, UPSTREAM_LOG_FLAGS } from "./verbosity.js";
+
+/** What starting processes needs: the PKI, a scope to stop them with, files for their output. */
+export type StackContext = Pick<BenchContext, "pki" | "scope" | "output"> & {
+  options: Pick<BenchContext["options"], "profileDir">;
+  /** Extra environment for our processes (the soak's heap probe). */
+  childEnv?: Record<string, string>;
+};
 
 const NODE = process.execPath;
 /** `KGW_BENCH_BIN` runs another build's CLI (e.g. a worktree of an older commit) against this harness. */
@@ -27,18 +35,18 @@ export interface Endpoint {
   child: Child;
 }
 
-async function startHelper(ctx: BenchContext, name: string, args: string[]): Promise<Endpoint> {
-  const child = new Child(name, NODE, ["--import", "tsx", HELPER, ...args]);
+async function startHelper(ctx: StackContext, name: string, args: string[]): Promise<Endpoint> {
+  const child = new Child(name, ctx.output.fileFor(name), NODE, ["--import", "tsx", HELPER, ...args]);
   ctx.scope.defer(() => child.stop());
   const line = await child.waitForLine((l) => l.startsWith('{"port"'), START_MS);
   return { port: (JSON.parse(line) as { port: number }).port, child };
 }
 
-export function startBackend(ctx: BenchContext): Promise<Endpoint> {
+export function startBackend(ctx: StackContext): Promise<Endpoint> {
   return startHelper(ctx, "backend", ["backend"]);
 }
 
-export function startDelay(ctx: BenchContext, targetPort: number, delayMs: number): Promise<Endpoint> {
+export function startDelay(ctx: StackContext, targetPort: number, delayMs: number): Promise<Endpoint> {
   return startHelper(ctx, `delay-${delayMs}ms`, [
     "delay",
     `--target-port=${targetPort}`,
@@ -47,7 +55,7 @@ export function startDelay(ctx: BenchContext, targetPort: number, delayMs: numbe
 }
 
 /** One plain relay hop in front of `targetPort`. */
-export function startRelay(ctx: BenchContext, targetPort: number): Promise<Endpoint> {
+export function startRelay(ctx: StackContext, targetPort: number): Promise<Endpoint> {
   return startHelper(ctx, "relay", ["relay", `--target-port=${targetPort}`]);
 }
 
@@ -63,7 +71,7 @@ export interface RelayChain {
 
 /** client → relay → [delay proxy →] relay → backend. */
 export async function startRelayChain(
-  ctx: BenchContext,
+  ctx: StackContext,
   backendPort: number,
   delayMsEachWay?: number,
 ): Promise<RelayChain> {
@@ -120,14 +128,15 @@ async function waitHealthy(stack: TunnelStack, withAgent: boolean): Promise<void
 }
 
 /** Node flags for our processes: CPU profiles when --profile is given. */
-function nodeFlags(ctx: BenchContext, name: string): string[] {
+function nodeFlags(ctx: StackContext, name: string): string[] {
   const dir = ctx.options.profileDir;
   return dir
     ? ["--cpu-prof", `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`]
     : [];
 }
 
-export async function startKgw(ctx: BenchContext, opts: StackOptions = {}): Promise<TunnelStack> {
+/** A kgw server without an agent; `startKgwAgent` adds agents. */
+export async function startKgwServer(ctx: StackContext): Promise<TunnelStack> {
   const f = ctx.pki.files;
   const [frontendPort, agentPort, adminPort, healthPort] = await Promise.all([
     freePort(),
@@ -135,9 +144,9 @@ export async function startKgw(ctx: BenchContext, opts: StackOptions = {}): Prom
     freePort(),
     freePort(),
   ]);
-  const env = { KGW_AGENT_TOKEN: AGENT_TOKEN };
   const server = new Child(
     "kgw-server",
+    ctx.output.fileFor("kgw-server"),
     NODE,
     [
       ...nodeFlags(ctx, "kgw-server"),
@@ -158,9 +167,9 @@ export async function startKgw(ctx: BenchContext, opts: StackOptions = {}): Prom
       `--health-port=${healthPort}`,
       `--health-bind-address=${LOOPBACK}`,
       "--graceful-shutdown-timeout=1s",
-      "--log-level=warn",
+      ...KGW_LOG_FLAGS,
     ],
-    env,
+    { KGW_AGENT_TOKEN: AGENT_TOKEN, ...ctx.childEnv },
   );
   // Profiles are written at a normal exit: give the graceful shutdown time to finish.
   ctx.scope.defer(() => server.stop(8000));
@@ -174,42 +183,73 @@ export async function startKgw(ctx: BenchContext, opts: StackOptions = {}): Prom
     agent: null,
     delay: null,
   };
-  if (opts.agent === false) {
-    await waitHealthy(stack, false);
-    return stack;
-  }
-  const delay =
-    opts.delayMsEachWay === undefined ? null : await startDelay(ctx, agentPort, opts.delayMsEachWay);
-  stack.delay = delay?.child ?? null;
-  const agent = new Child(
-    "kgw-agent",
+  await waitHealthy(stack, false);
+  return stack;
+}
+
+export interface KgwAgentOptions {
+  /** Connect through this port instead of the server's agent port (a delay proxy). */
+  viaPort?: number;
+  /** Default `bench-agent`. */
+  agentId?: string;
+}
+
+/** Our agent, connected to `stack`'s server; resolves once the agent says it is ready. */
+export async function startKgwAgent(
+  ctx: StackContext,
+  stack: TunnelStack,
+  opts: KgwAgentOptions = {},
+): Promise<Child> {
+  const healthPort = await freePort();
+  const name = opts.agentId ? `kgw-agent-${opts.agentId}` : "kgw-agent";
+  const child = new Child(
+    name,
+    ctx.output.fileFor(name),
     NODE,
     [
-      ...nodeFlags(ctx, "kgw-agent"),
+      ...nodeFlags(ctx, name),
       KGW_BIN,
       "agent",
       `--proxy-server-host=${LOOPBACK}`,
-      `--proxy-server-port=${delay?.port ?? agentPort}`,
+      `--proxy-server-port=${opts.viaPort ?? stack.agentPort}`,
       "--server-name=localhost",
-      `--ca-cert=${f.caCert}`,
-      "--agent-id=bench-agent",
+      `--ca-cert=${ctx.pki.files.caCert}`,
+      `--agent-id=${opts.agentId ?? "bench-agent"}`,
       `--health-server-host=${LOOPBACK}`,
-      `--health-server-port=${await freePort()}`,
+      `--health-server-port=${healthPort}`,
       `--admin-bind-address=${LOOPBACK}`,
       `--admin-server-port=${await freePort()}`,
       "--sync-interval=200ms",
-      "--log-level=warn",
+      ...KGW_LOG_FLAGS,
     ],
-    env,
+    { KGW_AGENT_TOKEN: AGENT_TOKEN, ...ctx.childEnv },
   );
-  ctx.scope.defer(() => agent.stop(8000));
-  stack.agent = agent;
+  ctx.scope.defer(() => child.stop(8000));
+  await waitUntil(
+    async () => {
+      if (!child.alive) throw new Error("agent exited");
+      return (await httpStatus(healthPort, "/readyz")) === 200;
+    },
+    START_MS,
+    `${name} /readyz`,
+    () => [child.tail(), stack.server.tail()].join("\n"),
+  );
+  return child;
+}
+
+export async function startKgw(ctx: StackContext, opts: StackOptions = {}): Promise<TunnelStack> {
+  const stack = await startKgwServer(ctx);
+  if (opts.agent === false) return stack;
+  const delay =
+    opts.delayMsEachWay === undefined ? null : await startDelay(ctx, stack.agentPort, opts.delayMsEachWay);
+  stack.delay = delay?.child ?? null;
+  stack.agent = await startKgwAgent(ctx, stack, { viaPort: delay?.port });
   await waitHealthy(stack, true);
   return stack;
 }
 
 export async function startUpstream(
-  ctx: BenchContext,
+  ctx: StackContext & Pick<BenchContext, "upstream">,
   mode: FrontendMode,
   opts: StackOptions = {},
 ): Promise<TunnelStack> {
@@ -223,7 +263,7 @@ export async function startUpstream(
     freePort(),
   ]);
   const label = `upstream-${mode}`;
-  const server = new Child(`${label}-server`, bins.server, [
+  const server = new Child(`${label}-server`, ctx.output.fileFor(`${label}-server`), bins.server, [
     `--mode=${mode === "grpc" ? "grpc" : "http-connect"}`,
     `--server-id=bench-${label}`,
     "--server-count=1",
@@ -242,6 +282,7 @@ export async function startUpstream(
     `--admin-bind-address=${LOOPBACK}`,
     `--health-port=${healthPort}`,
     `--health-bind-address=${LOOPBACK}`,
+    ...UPSTREAM_LOG_FLAGS,
   ]);
   ctx.scope.defer(() => server.stop());
   const stack: TunnelStack = {
@@ -261,7 +302,7 @@ export async function startUpstream(
   const delay =
     opts.delayMsEachWay === undefined ? null : await startDelay(ctx, agentPort, opts.delayMsEachWay);
   stack.delay = delay?.child ?? null;
-  const agent = new Child(`${label}-agent`, bins.agent, [
+  const agent = new Child(`${label}-agent`, ctx.output.fileFor(`${label}-agent`), bins.agent, [
     `--proxy-server-host=${LOOPBACK}`,
     `--proxy-server-port=${delay?.port ?? agentPort}`,
     `--ca-cert=${f.caCert}`,
@@ -273,6 +314,7 @@ export async function startUpstream(
     `--admin-bind-address=${LOOPBACK}`,
     `--admin-server-port=${await freePort()}`,
     "--sync-interval=200ms",
+    ...UPSTREAM_LOG_FLAGS,
   ]);
   ctx.scope.defer(() => agent.stop());
   stack.agent = agent;

@@ -2,6 +2,8 @@
  * Rendering results: one table per scenario, as aligned text (terminal) or Markdown
  * (docs/PERFORMANCE.md), with the ratios and the issue's targets derived from the figures.
  */
+import { kgwRatio } from "./ratios.js";
+import type { Spread } from "./stats.js";
 import type { BenchResults, Cell, MachineInfo, Row, ScenarioResult, System, Target, Unit } from "./types.js";
 
 const HEADERS = [
@@ -19,28 +21,53 @@ function group(n: number, digits = 0): string {
   return n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
 }
 
-export function formatValue(value: number, unit: Unit): string {
+/** The number alone, with as many digits as its size deserves. */
+function formatNumber(value: number, unit: Unit): string {
   switch (unit) {
     case "MB/s":
-      return `${value >= 100 ? group(value) : value >= 10 ? value.toFixed(1) : value.toFixed(2)} MB/s`;
+      return value >= 100 ? group(value) : value >= 10 ? value.toFixed(1) : value.toFixed(2);
     case "ms":
-      return `${value >= 100 ? group(value) : value >= 10 ? value.toFixed(1) : value >= 1 ? value.toFixed(2) : value.toFixed(3)} ms`;
-    case "dials/s":
-      return `${group(value)} /s`;
+      return value >= 100
+        ? group(value)
+        : value >= 10
+          ? value.toFixed(1)
+          : value >= 1
+            ? value.toFixed(2)
+            : value.toFixed(3);
     case "KiB":
-      return `${value >= 100 ? group(value) : value.toFixed(1)} KiB`;
+      return value >= 100 ? group(value) : value.toFixed(1);
     case "%":
-      return `${value.toFixed(0)}%`;
+      return value.toFixed(0);
+    case "dials/s":
     case "µs/MB":
-      return `${group(value)} µs/MB`;
+      return group(value);
   }
+}
+
+export function formatValue(value: number, unit: Unit): string {
+  const n = formatNumber(value, unit);
+  switch (unit) {
+    case "%":
+      return `${n}%`;
+    case "dials/s":
+      return `${n} /s`;
+    default:
+      return `${n} ${unit}`;
+  }
+}
+
+/** ` [min–max]` over the rounds, when there were several. */
+function rangeText(rounds: readonly number[] | undefined, unit: Unit): string {
+  if (!rounds || rounds.length < 2) return "";
+  return ` [${formatNumber(Math.min(...rounds), unit)}–${formatNumber(Math.max(...rounds), unit)}]`;
 }
 
 function cellText(cell: Cell | undefined, unit: Unit): string {
   if (!cell) return "n/a";
   if (cell.error) return "error";
   if (cell.value === undefined || !Number.isFinite(cell.value)) return "n/a";
-  return cell.note ? `${formatValue(cell.value, unit)} (${cell.note})` : formatValue(cell.value, unit);
+  const text = `${formatValue(cell.value, unit)}${rangeText(cell.rounds, unit)}`;
+  return cell.note ? `${text} (${cell.note})` : text;
 }
 
 export function value(row: Row, system: System): number | undefined {
@@ -48,13 +75,14 @@ export function value(row: Row, system: System): number | undefined {
   return v !== undefined && Number.isFinite(v) ? v : undefined;
 }
 
+const times = (r: number): string => `${r >= 10 ? r.toFixed(1) : r.toFixed(2)}×`;
+
+/** The median ratio, and its range when it was taken in several rounds. */
 function ratioText(row: Row, other: System): string {
   if (row.noRatios) return "";
-  const a = value(row, "kgw");
-  const b = value(row, other);
-  if (a === undefined || b === undefined || b === 0) return "n/a";
-  const r = a / b;
-  return `${r >= 10 ? r.toFixed(1) : r.toFixed(2)}×`;
+  const r: Spread | undefined = kgwRatio(row, other);
+  if (!r) return "n/a";
+  return r.count < 2 ? times(r.median) : `${times(r.median)} [${times(r.min)}–${times(r.max)}]`;
 }
 
 function targetLabel(t: Target, row: Row): string {
@@ -70,23 +98,26 @@ function targetLabel(t: Target, row: Row): string {
   }
 }
 
-/** true / false, or undefined when a figure it needs is missing. */
+/**
+ * true / false, or undefined when a figure it needs is missing. Comparisons with a baseline use
+ * the median of the per-round ratios, as the ratio columns show.
+ */
 export function targetMet(t: Target, row: Row): boolean | undefined {
   const k = value(row, "kgw");
   if (k === undefined) return undefined;
   switch (t.kind) {
     case "ratioToRelay": {
-      const r = value(row, "relay");
-      return r === undefined || r === 0 ? undefined : k / r >= t.min;
+      const r = kgwRatio(row, "relay");
+      return r === undefined ? undefined : r.median >= t.min;
     }
     case "atLeast":
       return k >= t.value;
     case "atMost":
       return k < t.value;
     case "upstream": {
-      const u = value(row, "upstream");
-      if (u === undefined) return undefined;
-      return row.better === "higher" ? k >= u : k <= u;
+      const r = kgwRatio(row, "upstream");
+      if (r === undefined) return undefined;
+      return row.better === "higher" ? r.median >= 1 : r.median <= 1;
     }
   }
 }
@@ -158,27 +189,61 @@ export function machineLines(m: MachineInfo): string[] {
   ];
 }
 
+const cores = (v: number): string => v.toFixed(2);
+
+/** Other load over the scenario, and per round when it ran in rounds. */
+function loadText(s: ScenarioResult): string {
+  const whole = `other processes used ${cores(s.otherCores)} cores, steal ${cores(s.stealCores)}`;
+  if (!s.rounds?.length) return whole;
+  const perRound = s.rounds
+    .map(
+      (r) =>
+        `${r.round}: ${r.seconds.toFixed(0)} s, other ${cores(r.otherCores)}, steal ${cores(r.stealCores)}`,
+    )
+    .join("; ");
+  return `${whole}; per round (cores) ${perRound}`;
+}
+
+/** Lines each implementation's processes wrote, to show the verbosity held. */
+function logText(s: ScenarioResult): string {
+  if (!s.logs?.length) return "";
+  const sum = (prefix: string) =>
+    s.logs!.filter((l) => l.file.startsWith(prefix)).reduce((a, l) => a + l.lines, 0);
+  const up = s.logs.some((l) => l.file.startsWith("upstream")) ? `, upstream ${group(sum("upstream"))}` : "";
+  return `; log lines written: kgw ${group(sum("kgw"))}${up}`;
+}
+
 export function renderScenario(s: ScenarioResult, markdown: boolean): string {
   const rows = [HEADERS, ...s.rows.map(rowCells)];
   const table = markdown ? markdownTable(rows) : textTable(rows);
   const extra = [...errorsOf(s), ...notesOf(s)];
-  const load =
-    s.otherCores === undefined
-      ? ""
-      : `; other processes used ${s.otherCores.toFixed(2)} cores, steal ${s.stealCores.toFixed(2)}`;
+  const about = `${s.seconds.toFixed(0)} s; ${loadText(s)}${logText(s)}`;
   const heading = markdown
-    ? `### ${s.title}\n\n\`${s.name}\`: ${s.seconds.toFixed(0)} s${load}`
-    : `== ${s.title} (${s.name}: ${s.seconds.toFixed(0)} s${load}) ==`;
+    ? `### ${s.title}\n\n\`${s.name}\`: ${about}`
+    : `== ${s.title} (${s.name}) ==\n${about}`;
   const footer = extra.length ? `\n${extra.map((e) => (markdown ? `- ${e}` : `  ${e}`)).join("\n")}` : "";
   return `${heading}\n\n${table}\n${footer}${footer ? "\n" : ""}`;
 }
 
+/** How the run was taken: rounds, log verbosity, where the children's output went. */
+export function methodLines(r: BenchResults): string[] {
+  return [
+    ...(r.rounds
+      ? [`rounds: ${r.rounds}, every system once per round, order reversed every other round`]
+      : []),
+    ...(r.verbosity ? [`log verbosity: ${r.verbosity}`] : []),
+    ...(r.outputDir ? [`child process output: ${r.outputDir}/<scenario>/<process>.log`] : []),
+  ];
+}
+
 export function renderResults(r: BenchResults, markdown: boolean): string {
+  const lines = [...machineLines(r.machine), ...methodLines(r)];
   const head = markdown
-    ? [`Command: \`${r.command}\` (${r.startedAt})`, "", ...machineLines(r.machine).map((l) => `- ${l}`)]
-    : [`${r.command}  (${r.startedAt})`, ...machineLines(r.machine)];
+    ? [`Command: \`${r.command}\` (${r.startedAt})`, "", ...lines.map((l) => `- ${l}`)]
+    : [`${r.command}  (${r.startedAt})`, ...lines];
   const legend =
-    "↑ higher is better, ↓ lower is better. MB/s = 10^6 bytes/s. Ratios are kgw divided by the baseline. " +
-    "Throughput figures are medians of repeated runs; targets are the issue's.";
+    "↑ higher is better, ↓ lower is better. MB/s = 10^6 bytes/s. Figures are medians over rounds, " +
+    "[min–max] their range; ratios are kgw divided by the baseline, taken within each round " +
+    "(median [range]). Targets are the issue's.";
   return [...head, "", ...r.scenarios.map((s) => renderScenario(s, markdown)), legend, ""].join("\n");
 }

@@ -5,12 +5,18 @@
 
 import type { Conn, Opener } from "./paths.js";
 import { DIAL_TIMEOUT_MS, ping } from "./paths.js";
-import { ACK_BYTES, command, ENDLESS, Op } from "./protocol.js";
+import { PatternCheck, PatternSource, randomStart } from "./pattern.js";
+import { ACK_BYTES, command, ENDLESS, MISMATCH_BIT, Op } from "./protocol.js";
 import { mbPerSecond } from "./stats.js";
 import { now, sleep, withTimeout } from "./util.js";
 
-/** Upload payload: one buffer written again and again. */
-const CHUNK = Buffer.alloc(256 * 1024, 0x62);
+/** Bytes handed to the socket per upload write. */
+const WRITE_BYTES = 256 * 1024;
+
+/** Bytes arrived that are not the ones sent: never expected, whatever else goes wrong. */
+export class ContentMismatch extends Error {
+  override readonly name = "ContentMismatch";
+}
 
 export interface Transfer {
   bytes: number;
@@ -19,75 +25,104 @@ export interface Transfer {
 }
 
 /**
- * Asks the backend for `maxBytes` and counts them; stops at `maxBytes` or after `maxMs`. Timed
- * from sending the command to the last byte counted.
+ * Asks the backend for `maxBytes` and checks every byte against the pattern; stops at `maxBytes`
+ * or after `maxMs`. Timed from sending the command to the last byte received. Fails on a byte
+ * that differs, on more bytes than asked for, and on a connection that closes first.
  */
 export function download(conn: Conn, maxBytes: number, maxMs: number): Promise<Transfer> {
   const s = conn.socket;
-  return new Promise((resolve) => {
+  const start = randomStart();
+  const check = new PatternCheck(start);
+  return new Promise((resolve, reject) => {
     let bytes = 0;
     const t0 = now();
     let tLast = t0;
     let finished = false;
-    const finish = () => {
+    const finish = (err?: Error) => {
       if (finished) return;
       finished = true;
       clearTimeout(timer);
       s.off("data", onData);
-      s.off("close", finish);
+      s.off("close", onClose);
       s.pause();
-      resolve({ bytes, ms: tLast - t0, mbps: mbPerSecond(bytes, tLast - t0) });
+      if (err) reject(err);
+      else resolve({ bytes, ms: tLast - t0, mbps: mbPerSecond(bytes, tLast - t0) });
     };
     const onData = (c: Buffer) => {
+      if (!check.accept(c)) {
+        finish(
+          new ContentMismatch(
+            `download: the bytes from ${check.checked} on differ from what the backend sent`,
+          ),
+        );
+        return;
+      }
       bytes += c.length;
       tLast = now();
-      if (bytes >= maxBytes) finish();
+      if (bytes > maxBytes)
+        finish(new ContentMismatch(`download: ${bytes} bytes arrived, ${maxBytes} were asked for`));
+      else if (bytes === maxBytes) finish();
     };
+    const onClose = () =>
+      finish(new Error(`download: connection closed after ${bytes} of ${maxBytes} bytes`));
     const timer = setTimeout(finish, maxMs);
     s.on("data", onData);
-    s.once("close", finish);
-    s.write(command(Op.DOWNLOAD, maxBytes));
+    s.once("close", onClose);
+    s.write(command(Op.DOWNLOAD, maxBytes, start));
     s.resume();
   });
 }
 
 /**
- * Sends up to `maxBytes` for at most `maxMs`; the figure is what the backend acknowledged as
- * received, over the time until its last acknowledgement arrived.
+ * Sends up to `maxBytes` of the pattern for at most `maxMs`; the figure is what the backend
+ * acknowledged as received (it checks every byte), over the time until its last acknowledgement
+ * arrived. Fails when the backend reports a byte that differs and on a connection that closes
+ * first.
  */
 export function upload(conn: Conn, maxBytes: number, maxMs: number): Promise<Transfer> {
   const s = conn.socket;
-  return new Promise((resolve) => {
+  const start = randomStart();
+  const source = new PatternSource(start);
+  return new Promise((resolve, reject) => {
     const t0 = now();
     let acked = 0;
     let tAck = t0;
     let sent = 0;
     let pending: Buffer = Buffer.alloc(0);
     let finished = false;
-    const finish = () => {
+    const finish = (err?: Error) => {
       if (finished) return;
       finished = true;
       clearTimeout(timer);
       s.off("data", onData);
-      s.off("close", finish);
+      s.off("close", onClose);
       s.off("drain", pump);
       s.pause();
-      resolve({ bytes: acked, ms: tAck - t0, mbps: mbPerSecond(acked, tAck - t0) });
+      if (err) reject(err);
+      else resolve({ bytes: acked, ms: tAck - t0, mbps: mbPerSecond(acked, tAck - t0) });
     };
     const onData = (c: Buffer) => {
       pending = pending.length === 0 ? c : Buffer.concat([pending, c]);
       while (pending.length >= ACK_BYTES) {
-        acked = Number(pending.readBigUInt64BE(0));
+        const total = pending.readBigUInt64BE(0);
         pending = pending.subarray(ACK_BYTES);
+        if (total & MISMATCH_BIT) {
+          const at = total & ~MISMATCH_BIT;
+          finish(new ContentMismatch(`upload: the backend received bytes that differ from ${at} on`));
+          return;
+        }
+        acked = Number(total);
         tAck = now();
       }
       if (acked >= maxBytes) finish();
     };
+    const onClose = () =>
+      finish(new Error(`upload: connection closed after ${acked} of ${maxBytes} bytes acknowledged`));
     const pump = () => {
       while (!finished && sent < maxBytes) {
-        const n = Math.min(CHUNK.length, maxBytes - sent);
+        const n = Math.min(WRITE_BYTES, maxBytes - sent);
         sent += n;
-        if (!s.write(n === CHUNK.length ? CHUNK : CHUNK.subarray(0, n))) {
+        if (!s.write(source.next(n))) {
           s.once("drain", pump);
           return;
         }
@@ -95,9 +130,9 @@ export function upload(conn: Conn, maxBytes: number, maxMs: number): Promise<Tra
     };
     const timer = setTimeout(finish, maxMs);
     s.on("data", onData);
-    s.once("close", finish);
+    s.once("close", onClose);
     s.resume();
-    s.write(command(Op.UPLOAD, maxBytes));
+    s.write(command(Op.UPLOAD, maxBytes, start));
     pump();
   });
 }

@@ -2,6 +2,7 @@
  * The benchmark's data model: a scenario produces rows; a row holds one figure per system
  * (ours, the two baselines, upstream) and the table derives the ratios and target checks.
  */
+import type { LogVolume, RunOutput } from "./output.js";
 import type { BenchPki } from "./pki.js";
 import type { Scope } from "./scope.js";
 import type { UpstreamBinaries } from "./upstream.js";
@@ -17,12 +18,17 @@ export const SYSTEMS = ["kgw", "direct", "relay", "upstream"] as const;
 export type System = (typeof SYSTEMS)[number];
 
 /**
- * One figure. `value` is what the table shows (the median of `samples` for repeated
- * measurements); `na` says why a system has no figure for this row; `error` that measuring failed.
+ * One figure. `value` is what the table shows (the median of `rounds` when the row was measured
+ * in rounds); `na` says why a system has no figure for this row; `error` that measuring failed.
  */
 export interface Cell {
   value?: number;
-  samples?: number[];
+  /**
+   * The figure of each round, in round order. When two cells of a row both have them, ratios are
+   * taken round by round (a round measures every system within minutes of each other), and the
+   * table shows their median and range.
+   */
+  rounds?: number[];
   /** Shown after the value, e.g. "at 9,800 connections". */
   note?: string;
   na?: string;
@@ -52,9 +58,7 @@ export interface Sizes {
   bulkBytes: number;
   /** Upper bound on the duration of one throughput sample. */
   bulkMaxMs: number;
-  /** Repetitions of each throughput measurement (the table shows the median). */
-  repeats: number;
-  /** Sequential dials per latency figure. */
+  /** Sequential dials per latency figure, per round. */
   latencyDials: number;
   /** Duration of one sustained-dial-rate run and how many dialers run at once. */
   dialRateMs: number;
@@ -75,6 +79,10 @@ export interface Sizes {
 
 export interface BenchOptions {
   quick: boolean;
+  /** Every system is measured once per round; figures are medians over rounds. */
+  rounds: number;
+  /** Where child processes write their output (default: a fresh directory under tmpdir). */
+  outDir?: string;
   only: string[];
   upstream: "auto" | "on" | "off";
   json?: string;
@@ -98,8 +106,22 @@ export interface BenchContext {
   fdLimit: number;
   /** Resources of the running scenario, released when it ends (in reverse order). */
   scope: Scope;
+  /** The scenario's section of the run's output directory: one file per child process. */
+  output: RunOutput;
+  /** The machine's other load during each round of the running scenario (rounds.ts appends). */
+  roundLoads: RoundLoad[];
   /** Progress on stderr. */
   log(message: string): void;
+}
+
+/** What else the machine did during one round. */
+export interface RoundLoad {
+  round: number;
+  seconds: number;
+  /** Cores used by processes that are neither the benchmark nor its children. */
+  otherCores: number;
+  /** Cores the hypervisor stole. */
+  stealCores: number;
 }
 
 export interface Scenario {
@@ -137,12 +159,22 @@ export interface ScenarioResult {
    */
   otherCores: number;
   stealCores: number;
+  /** The same per round (absent in results of older runs). */
+  rounds?: RoundLoad[];
+  /** What each child process wrote into its output file. */
+  logs?: LogVolume[];
 }
 
 export interface BenchResults {
   command: string;
   startedAt: string;
   quick: boolean;
+  /** Absent in results of older runs. */
+  rounds?: number;
+  /** How verbose each implementation's logging was (verbosity.ts). */
+  verbosity?: string;
+  /** The directory of the child processes' output files. */
+  outputDir?: string;
   machine: MachineInfo;
   scenarios: ScenarioResult[];
 }

@@ -4,6 +4,7 @@
  * delay proxy (at 0 ms) between its agent and server.
  */
 import { connectOpener, type Opener, tcpOpener } from "../harness/paths.js";
+import { eachRound, roundOrder } from "../harness/rounds.js";
 import { startBackend, startDelay, startKgw, startRelay, startRelayChain } from "../harness/stacks.js";
 import { median } from "../harness/stats.js";
 import { bulk, pingRoundTrips } from "../harness/transfer.js";
@@ -52,16 +53,22 @@ async function run(ctx: BenchContext): Promise<Row[]> {
   for (const open of Object.values(paths)) {
     await bulk(open, "download", sizes.bulkBytes / 8, sizes.warmupMs).catch(() => undefined);
   }
-  for (let rep = 0; rep < sizes.repeats; rep++) {
-    for (const [name, open] of Object.entries(paths)) {
-      await s.take(name, async () => (await bulk(open, "download", sizes.bulkBytes, sizes.bulkMaxMs)).mbps);
-    }
-  }
   const rtt = new Samples(ctx);
-  await rtt.take("direct-delay10", async () =>
-    median(await pingRoundTrips(tcpOpener(delay10.port), sizes.pings)),
-  );
-  await rtt.take("direct", async () => median(await pingRoundTrips(tcpOpener(backend.port), sizes.pings)));
+  const rttPaths: Record<string, Opener> = {
+    "direct-delay10": tcpOpener(delay10.port),
+    direct: tcpOpener(backend.port),
+  };
+  await eachRound(ctx, async (round) => {
+    for (const name of roundOrder(Object.keys(paths), round)) {
+      await s.take(
+        name,
+        async () => (await bulk(paths[name]!, "download", sizes.bulkBytes, sizes.bulkMaxMs)).mbps,
+      );
+    }
+    for (const name of roundOrder(Object.keys(rttPaths), round)) {
+      await rtt.take(name, async () => median(await pingRoundTrips(rttPaths[name]!, sizes.pings)));
+    }
+  });
 
   const vsPlain = (key: string, plain: string): Cell => {
     const c = s.cell(key);

@@ -3,14 +3,18 @@
  * table cells, and starting the upstream stacks only when the upstream column is on.
  */
 import { type FrontendMode, type StackOptions, startUpstream, type TunnelStack } from "../harness/stacks.js";
-import { median } from "../harness/stats.js";
+import { median, percentile } from "../harness/stats.js";
 import type { BenchContext, Cell } from "../harness/types.js";
 import { errorMessage } from "../harness/util.js";
 
-/** Samples per key; a key that failed once keeps its error and is not measured again. */
+/**
+ * Samples per key; a key that failed once keeps its error and is not measured again (so the
+ * samples of the keys that did not fail stay aligned with the rounds).
+ */
 export class Samples {
   private readonly values = new Map<string, number[]>();
   private readonly errors = new Map<string, string>();
+  private readonly byRound = new Map<string, number[][]>();
 
   constructor(private readonly ctx: BenchContext) {}
 
@@ -37,38 +41,47 @@ export class Samples {
     }
   }
 
-  /** Runs `measure` unless `key` already failed; records all the values it returns. */
-  async takeAll(key: string, measure: () => Promise<number[]>): Promise<void> {
+  /**
+   * Runs `measure` unless `key` already failed; keeps all the values it returns (one round's dial
+   * latencies, say) as that round's.
+   */
+  async takeRound(key: string, measure: () => Promise<number[]>): Promise<void> {
     if (this.failed(key)) return;
     try {
       const v = await measure();
-      this.values.set(key, [...(this.values.get(key) ?? []), ...v]);
+      this.byRound.set(key, [...(this.byRound.get(key) ?? []), v]);
     } catch (err) {
       this.fail(key, err);
     }
   }
 
-  /** The median of `key`'s samples as a cell. */
+  /** The p-th percentile of each round `takeRound` kept for `key`, as a cell. */
+  percentileCell(key: string, p: number): Cell {
+    const error = this.errors.get(key);
+    if (error) return { error };
+    return roundsCell((this.byRound.get(key) ?? []).map((r) => percentile(r, p)));
+  }
+
+  /**
+   * `key`'s samples as a cell: their median, and each as the figure of its round (scenarios take
+   * one sample per key per round, in round order).
+   */
   cell(key: string, note?: string): Cell {
     const error = this.errors.get(key);
     if (error) return { error };
     const samples = this.values.get(key);
     if (!samples || samples.length === 0) return { error: "not measured" };
-    return { value: median(samples), samples: samples.map((v) => Number(v.toPrecision(6))), note };
-  }
-
-  samples(key: string): number[] {
-    return this.values.get(key) ?? [];
+    return { ...roundsCell(samples), note };
   }
 }
 
-export function cellOf(f: () => number): Cell {
-  try {
-    const value = f();
-    return Number.isFinite(value) ? { value } : { error: "no value" };
-  } catch (err) {
-    return { error: errorMessage(err) };
-  }
+/** A cell from one figure per round: their median, or an error when one is not a number. */
+export function roundsCell(rounds: number[]): Cell {
+  if (rounds.length === 0) return { error: "not measured" };
+  if (!rounds.every(Number.isFinite)) return { error: "no value" };
+  // Six digits are plenty, and the JSON stays readable; the median is of what is kept.
+  const kept = rounds.map((v) => Number(v.toPrecision(6)));
+  return { value: median(kept), rounds: kept };
 }
 
 /** The upstream cell when the column is off. */

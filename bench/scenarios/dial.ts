@@ -12,8 +12,8 @@
 import type { Client } from "@grpc/grpc-js";
 import { connectOpener, grpcRotatingOpener, type Opener, tcpOpener } from "../harness/paths.js";
 import { RawProxyStream, rawProxyClient } from "../harness/raw.js";
+import { eachRound, roundOrder } from "../harness/rounds.js";
 import { startBackend, startKgw, startRelayChain, type TunnelStack } from "../harness/stacks.js";
-import { percentile } from "../harness/stats.js";
 import { dialAndClose, dialLatencies, sustainedRate } from "../harness/transfer.js";
 import type { BenchContext, Cell, Row, Scenario, Target } from "../harness/types.js";
 import { Samples, startUpstreams, upstreamCell } from "./common.js";
@@ -27,9 +27,10 @@ export const dial: Scenario = {
   title: "Dial latency and dial rate",
   description:
     "Sequential dials timed from the request to the first byte of the backend's answer to a PING " +
-    "sent once the tunnel is up (p50/p99); DIAL_REQ→DIAL_RSP round trips on an already open gRPC " +
-    "stream; and sustained dials/s with many concurrent dialers, each dial going to the first byte " +
-    "and closing. Baselines dial plain TCP to the first byte.",
+    "sent once the tunnel is up (p50/p99 of each round, median over rounds); DIAL_REQ→DIAL_RSP " +
+    "round trips on an already open gRPC stream; and sustained dials/s with many concurrent " +
+    "dialers, each dial going to the first byte and closing. Baselines dial plain TCP to the first " +
+    "byte.",
   run,
 };
 
@@ -71,22 +72,15 @@ async function run(ctx: BenchContext): Promise<Row[]> {
   const raw: Record<string, Client> = { "kgw-raw": rawClient("kgw", kgw) };
   if (upGrpc) raw["up-raw"] = rawClient("up", upGrpc);
 
-  const warmup = sizes.warmupDials;
+  // Warm-up once per path, then every path in every round (order reversed every other round).
   const lat = new Samples(ctx);
   for (const [name, open] of Object.entries(openers)) {
-    ctx.log(`  latency ${name}`);
-    await lat.takeAll(`${name}-warmup`, () => dialLatencies(open, warmup));
+    ctx.log(`  warm-up ${name}`);
+    await lat.takeRound(`${name}-warmup`, () => dialLatencies(open, sizes.warmupDials));
     if (lat.failed(`${name}-warmup`)) lat.fail(name, new Error("failed during warm-up"));
-    await lat.takeAll(name, () => dialLatencies(open, sizes.latencyDials));
   }
-  for (const [name, client] of Object.entries(raw)) {
-    ctx.log(`  open-stream round trips ${name}`);
-    await lat.takeAll(name, () => openStreamRoundTrips(client, target, sizes.latencyDials));
-  }
-
   const rate = new Samples(ctx);
   const rateOf = async (key: string, task: () => Promise<void>) => {
-    ctx.log(`  dial rate ${key}`);
     await rate.take(key, async () => {
       const r = await sustainedRate(task, sizes.dialConcurrency, sizes.dialRateMs);
       if (r.ok === 0 || r.errors > r.ok / 100) {
@@ -95,14 +89,24 @@ async function run(ctx: BenchContext): Promise<Row[]> {
       return r.perSecond;
     });
   };
-  for (const [name, open] of Object.entries(openers)) await rateOf(name, dialAndClose(open));
-  await rateOf("kgw-raw", openStreamDialTask(ctx, raw["kgw-raw"]!, target, sizes.dialConcurrency));
+  const rawDialer = openStreamDialTask(ctx, raw["kgw-raw"]!, target, sizes.dialConcurrency);
+  await eachRound(ctx, async (round) => {
+    for (const name of roundOrder(Object.keys(openers), round)) {
+      ctx.log(`    latency ${name}`);
+      await lat.takeRound(name, () => dialLatencies(openers[name]!, sizes.latencyDials));
+    }
+    for (const name of roundOrder(Object.keys(raw), round)) {
+      ctx.log(`    open-stream round trips ${name}`);
+      await lat.takeRound(name, () => openStreamRoundTrips(raw[name]!, target, sizes.latencyDials));
+    }
+    for (const name of roundOrder([...Object.keys(openers), "kgw-raw"], round)) {
+      ctx.log(`    dial rate ${name}`);
+      await rateOf(name, name === "kgw-raw" ? rawDialer : dialAndClose(openers[name]!));
+    }
+  });
 
-  const pct = (key: string, p: number): Cell => {
-    const cell = lat.cell(key);
-    if (cell.error) return cell;
-    return { value: percentile(lat.samples(key), p) };
-  };
+  /** The p-th percentile of each round's dials; the figure is their median over rounds. */
+  const pct = (key: string, p: number): Cell => lat.percentileCell(key, p);
   const latencyRow = (name: string, kgwKey: string, upKey: string, p: number, targets: Target[]): Row => ({
     name: `${name}, p${p}`,
     unit: "ms",

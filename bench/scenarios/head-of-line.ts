@@ -4,10 +4,11 @@
  * The figure that matters is how much of their throughput the K keep.
  */
 import { connectOpener, grpcOwnChannelOpener, type Opener, tcpOpener } from "../harness/paths.js";
+import { eachRound, roundOrder } from "../harness/rounds.js";
 import { startBackend, startKgw, startRelayChain } from "../harness/stacks.js";
 import { aggregateDownload } from "../harness/transfer.js";
 import type { BenchContext, Cell, Row, Scenario, System } from "../harness/types.js";
-import { cellOf, Samples, startUpstreams, upstreamCell } from "./common.js";
+import { roundsCell, Samples, startUpstreams, upstreamCell } from "./common.js";
 
 const K = 4;
 
@@ -18,7 +19,7 @@ export const headOfLine: Scenario = {
     `${K} connections download at once for a fixed window (aggregate MB/s); then the same next to ` +
     "one more connection on the same agent whose client asked for an endless download and never " +
     "reads. Every dial happens before the stall. gRPC: one channel per connection. The kept % is " +
-    "stalled over free (median of the repetitions).",
+    "stalled over free within each round (median over rounds).",
   run,
 };
 
@@ -46,19 +47,20 @@ async function run(ctx: BenchContext): Promise<Row[]> {
   }
 
   const s = new Samples(ctx);
-  for (let rep = 0; rep < sizes.repeats; rep++) {
-    ctx.log(`  repetition ${rep + 1}/${sizes.repeats}`);
-    for (const [name, open] of Object.entries(paths)) {
+  await eachRound(ctx, async (round) => {
+    for (const name of roundOrder(Object.keys(paths), round)) {
+      const open = paths[name]!;
       await s.take(`${name}-free`, () => aggregateDownload(open, K, sizes.holWindowMs, false));
       await s.take(`${name}-stalled`, () => aggregateDownload(open, K, sizes.holWindowMs, true));
     }
-  }
+  });
 
+  /** Stalled over free, round by round; the figure is the median of the rounds. */
   const kept = (key: string): Cell => {
     const free = s.cell(`${key}-free`);
     const stalled = s.cell(`${key}-stalled`);
     if (free.error || stalled.error) return { error: free.error ?? stalled.error };
-    return cellOf(() => (100 * stalled.value!) / free.value!);
+    return roundsCell(stalled.rounds!.map((v, i) => (100 * v) / free.rounds![i]!));
   };
   const rows: Row[] = [];
   for (const [mode, label] of [

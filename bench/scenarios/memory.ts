@@ -10,15 +10,17 @@
  * and for the agent. The relay chain's processes give the floor of a Node process holding a
  * connection pair.
  *
- * Procedure per system: a fresh process; open and close a warm-up batch; settle; read RSS; open
- * connections up to each count in turn; settle; read RSS. Counts are capped by the open-files
- * limit (the busiest process needs one descriptor per connection, a relay two).
+ * Procedure per system, in every round: a fresh process; open and close a warm-up batch; settle;
+ * read RSS; open connections up to each count in turn; settle; read RSS. The figure is the median
+ * over rounds. Counts are capped by the open-files limit (the busiest process needs one
+ * descriptor per connection, a relay two).
  */
 
 import { type Conn, connectOpener, type Opener, tcpOpener } from "../harness/paths.js";
 import { AGENT_TOKEN } from "../harness/pki.js";
 import type { Child } from "../harness/procs.js";
 import { type AgentStreams, openAgentStreams } from "../harness/raw.js";
+import { eachRound, roundOrder } from "../harness/rounds.js";
 import { Scope } from "../harness/scope.js";
 import {
   startBackend,
@@ -27,9 +29,9 @@ import {
   startUpstream,
   type TunnelStack,
 } from "../harness/stacks.js";
-import type { BenchContext, Cell, Row, Scenario, System } from "../harness/types.js";
+import type { BenchContext, Cell, Row, Scenario } from "../harness/types.js";
 import { errorMessage, inBatches, sleep, withTimeout } from "../harness/util.js";
-import { upstreamNa } from "./common.js";
+import { roundsCell, upstreamNa } from "./common.js";
 
 const CONCURRENCY = 32;
 const WARMUP = 100;
@@ -154,26 +156,27 @@ async function isolated<T>(ctx: BenchContext, f: (sub: BenchContext) => Promise<
   }
 }
 
+/** What a measurement holds idle, and in which system. */
+type Measurement = "agents-kgw" | "agents-upstream" | "tunnels-kgw" | "tunnels-relay" | "tunnels-upstream";
+
 async function run(ctx: BenchContext): Promise<Row[]> {
   const requested = ctx.sizes.memoryCounts;
   const oneFd = capped(ctx, 1);
   const twoFds = capped(ctx, 2);
 
-  const agents: Partial<Record<"kgw" | "upstream", Growth | Error>> = {};
-  agents.kgw = await attempt(ctx, "kgw agent streams", () =>
-    isolated(ctx, async (sub) => {
-      const stack = await startKgw(sub, { agent: false });
-      return measureGrowth(
-        sub,
-        "kgw idle agent streams",
-        [stack.server],
-        oneFd,
-        agentHolder(sub, stack, "kgw", "tunnel"),
-      );
-    }),
-  );
-  if (ctx.upstream) {
-    agents.upstream = await attempt(ctx, "upstream agent streams", () =>
+  const measure: Record<Measurement, () => Promise<Growth>> = {
+    "agents-kgw": () =>
+      isolated(ctx, async (sub) => {
+        const stack = await startKgw(sub, { agent: false });
+        return measureGrowth(
+          sub,
+          "kgw idle agent streams",
+          [stack.server],
+          oneFd,
+          agentHolder(sub, stack, "kgw", "tunnel"),
+        );
+      }),
+    "agents-upstream": () =>
       isolated(ctx, async (sub) => {
         const stack = await startUpstream(sub, "grpc", { agent: false });
         return measureGrowth(
@@ -184,33 +187,32 @@ async function run(ctx: BenchContext): Promise<Row[]> {
           agentHolder(sub, stack, "up", "grpc"),
         );
       }),
-    );
-  }
-
-  const tunnels: Partial<Record<System, Growth | Error>> = {};
-  tunnels.kgw = await attempt(ctx, "kgw tunnels", () =>
-    isolated(ctx, async (sub) => {
-      const backend = await startBackend(sub);
-      const stack = await startKgw(sub);
-      const open = connectOpener(sub.pki, stack.frontendPort, `127.0.0.1:${backend.port}`);
-      return measureGrowth(sub, "kgw idle tunnels", [stack.server, stack.agent!], oneFd, tunnelHolder(open));
-    }),
-  );
-  tunnels.relay = await attempt(ctx, "relay connections", () =>
-    isolated(ctx, async (sub) => {
-      const backend = await startBackend(sub);
-      const chain = await startRelayChain(sub, backend.port);
-      return measureGrowth(
-        sub,
-        "relay idle connections",
-        [chain.first, chain.second],
-        twoFds,
-        tunnelHolder(tcpOpener(chain.port)),
-      );
-    }),
-  );
-  if (ctx.upstream) {
-    tunnels.upstream = await attempt(ctx, "upstream tunnels", () =>
+    "tunnels-kgw": () =>
+      isolated(ctx, async (sub) => {
+        const backend = await startBackend(sub);
+        const stack = await startKgw(sub);
+        const open = connectOpener(sub.pki, stack.frontendPort, `127.0.0.1:${backend.port}`);
+        return measureGrowth(
+          sub,
+          "kgw idle tunnels",
+          [stack.server, stack.agent!],
+          oneFd,
+          tunnelHolder(open),
+        );
+      }),
+    "tunnels-relay": () =>
+      isolated(ctx, async (sub) => {
+        const backend = await startBackend(sub);
+        const chain = await startRelayChain(sub, backend.port);
+        return measureGrowth(
+          sub,
+          "relay idle connections",
+          [chain.first, chain.second],
+          twoFds,
+          tunnelHolder(tcpOpener(chain.port)),
+        );
+      }),
+    "tunnels-upstream": () =>
       isolated(ctx, async (sub) => {
         const backend = await startBackend(sub);
         const stack = await startUpstream(sub, "connect");
@@ -223,24 +225,37 @@ async function run(ctx: BenchContext): Promise<Row[]> {
           tunnelHolder(open),
         );
       }),
-    );
-  }
-
-  /** The figure of process `proc` at the i-th requested count. */
-  const cell = (g: Growth | Error | undefined, i: number, proc: number): Cell => {
-    if (g === undefined) return { na: "not measured" };
-    if (g instanceof Error) return { error: g.message };
-    const entries = [...g.values()];
-    const e = entries[Math.min(i, entries.length - 1)];
-    if (!e) return { error: "not measured" };
-    const v = e.perItem[proc];
-    if (v === undefined) return { error: "not measured" };
-    return e.count === requested[i]
-      ? { value: v }
-      : { value: v, note: `at ${e.count.toLocaleString("en-US")}` };
   };
-  const up = (g: Growth | Error | undefined, i: number, proc: number): Cell =>
-    ctx.upstream ? cell(g, i, proc) : upstreamNa(ctx);
+  const selected = (Object.keys(measure) as Measurement[]).filter(
+    (m) => ctx.upstream || !m.endsWith("upstream"),
+  );
+  /** Each measurement's growth, one entry per round; an error ends its measuring. */
+  const results = new Map<Measurement, Growth[] | Error>();
+  await eachRound(ctx, async (round) => {
+    for (const m of roundOrder(selected, round)) {
+      const sofar = results.get(m) ?? [];
+      if (sofar instanceof Error) continue;
+      const g = await attempt(ctx, m, measure[m]);
+      results.set(m, g instanceof Error ? g : [...sofar, g]);
+    }
+  });
+
+  /** The figure of process `proc` at the i-th requested count, round by round. */
+  const cell = (m: Measurement, i: number, proc: number): Cell => {
+    const r = results.get(m);
+    if (r === undefined) return { na: "not measured" };
+    if (r instanceof Error) return { error: r.message };
+    const entries = r.map((g) => [...g.values()]).map((e) => e[Math.min(i, e.length - 1)]);
+    const perItem = entries.map((e) => e?.perItem[proc]);
+    if (perItem.length === 0 || perItem.some((v) => v === undefined)) return { error: "not measured" };
+    const c = roundsCell(perItem as number[]);
+    const count = entries[0]!.count;
+    return count === requested[i] ? c : { ...c, note: `at ${count.toLocaleString("en-US")}` };
+  };
+  const up = (m: Measurement, i: number, proc: number): Cell =>
+    ctx.upstream ? cell(m, i, proc) : upstreamNa(ctx);
+  const agents = { kgw: "agents-kgw", upstream: "agents-upstream" } as const;
+  const tunnels = { kgw: "tunnels-kgw", relay: "tunnels-relay", upstream: "tunnels-upstream" } as const;
 
   const rows: Row[] = [];
   requested.forEach((count, i) => {

@@ -6,6 +6,7 @@
  */
 import { connectOpener, grpcOwnChannelOpener, type Opener, tcpOpener } from "../harness/paths.js";
 import type { Child } from "../harness/procs.js";
+import { eachRound, roundOrder } from "../harness/rounds.js";
 import { startBackend, startDelay, startKgw, startRelayChain } from "../harness/stacks.js";
 import { median } from "../harness/stats.js";
 import { bulk, type Direction, pingRoundTrips } from "../harness/transfer.js";
@@ -17,6 +18,8 @@ const MODES = [
   { mode: "grpc", label: "gRPC frontend" },
   { mode: "connect", label: "HTTP CONNECT" },
 ] as const;
+/** The paths whose PING round trip on an open tunnel is reported. */
+const ECHO_PATHS = ["direct", "relay", "kgw-connect", "up-connect"];
 /** Warm-up before measuring (JIT, TLS session setup, socket buffers growing). */
 const WARMUP_BYTES = 32 * 1024 * 1024;
 
@@ -84,38 +87,36 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
       });
     }
   }
-  // Interleaved repetitions: a slow drift of the machine affects every path alike.
+  // Every path in every round, the order reversed every other round; ratios are per round.
   const measured = new Samples(ctx);
   const cpu = new Samples(ctx);
-  for (let rep = 0; rep < sizes.repeats; rep++) {
-    ctx.log(`  repetition ${rep + 1}/${sizes.repeats}`);
-    for (const [name, open] of Object.entries(paths)) {
-      for (const dir of DIRECTIONS) {
-        const key = `${name}-${dir}`;
-        if (s.failed(key)) {
-          if (!measured.failed(key)) measured.fail(key, new Error("failed during warm-up"));
-          continue;
-        }
-        const procs = middle[name] ?? [];
-        const before = procs.map((p) => p.cpuSeconds());
-        await measured.take(key, async () => {
-          const t = await bulk(open, dir, sizes.bulkBytes, sizes.bulkMaxMs);
-          const used = procs.map((p, i) => p.cpuSeconds() - before[i]!);
-          const perMb = (seconds: number) => (seconds * 1e6) / (t.bytes / 1e6);
-          if (procs.length > 0 && t.bytes > 0) {
-            await cpu.take(key, async () => perMb(used.reduce((a, b) => a + b, 0)));
-            for (const [i, u] of used.entries()) await cpu.take(`${key}#${i}`, async () => perMb(u));
-          }
-          return t.mbps;
-        });
-      }
-    }
-  }
   const echo = new Samples(ctx);
-  for (const name of ["direct", "relay", "kgw-connect", "up-connect"]) {
-    const open = paths[name];
-    if (open) await echo.take(name, async () => median(await pingRoundTrips(open, sizes.pings)));
-  }
+  const pairs = Object.keys(paths).flatMap((name) => DIRECTIONS.map((dir) => ({ name, dir })));
+  await eachRound(ctx, async (round) => {
+    for (const { name, dir } of roundOrder(pairs, round)) {
+      const key = `${name}-${dir}`;
+      if (s.failed(key)) {
+        if (!measured.failed(key)) measured.fail(key, new Error("failed during warm-up"));
+        continue;
+      }
+      const procs = middle[name] ?? [];
+      const before = procs.map((p) => p.cpuSeconds());
+      await measured.take(key, async () => {
+        const t = await bulk(paths[name]!, dir, sizes.bulkBytes, sizes.bulkMaxMs);
+        const used = procs.map((p, i) => p.cpuSeconds() - before[i]!);
+        const perMb = (seconds: number) => (seconds * 1e6) / (t.bytes / 1e6);
+        if (procs.length > 0 && t.bytes > 0) {
+          await cpu.take(key, async () => perMb(used.reduce((a, b) => a + b, 0)));
+          for (const [i, u] of used.entries()) await cpu.take(`${key}#${i}`, async () => perMb(u));
+        }
+        return t.mbps;
+      });
+    }
+    for (const name of roundOrder(ECHO_PATHS, round)) {
+      const open = paths[name];
+      if (open) await echo.take(name, async () => median(await pingRoundTrips(open, sizes.pings)));
+    }
+  });
 
   const rows: Row[] = [];
   for (const { mode, label } of MODES) {
@@ -180,8 +181,8 @@ export const throughput = throughputScenario({
   description:
     "One connection moves up to the bulk size (or for at most the sample time) from the backend " +
     "(download) or to it (upload); the figure is bytes over time to the last byte (upload: to the " +
-    "backend's last acknowledgement), median of the repetitions. CPU time per MB: user + system time " +
-    "of the two processes in the middle (server and agent, or the two relays) during a sample, over the " +
+    "backend's last acknowledgement), every byte checked, median over rounds. CPU time per MB: " +
+    "user + system time of the two processes in the middle (server and agent, or the two relays) during a sample, over the " +
     "bytes moved: a figure other load on the machine barely changes. gRPC: one TunnelClient channel per " +
     "connection; CONNECT: one mTLS connection per tunnel. Also the round trip of a 9-byte PING and " +
     "its 1-byte answer on an open tunnel.",

@@ -15,8 +15,10 @@ import type { Logger } from "../observability/logger.js";
 import { metricsRoute, type RunningHttpServer, startHttpServer } from "../transport/http-endpoints.js";
 import { ClientSet, type ClientSetState } from "./client-set.js";
 import { ConnectIdAllocator } from "./connect-ids.js";
+import { type DestinationPolicy, dropInDestinationPolicy } from "./destination-policy.js";
 import type { SocketFactory } from "./dial-target.js";
 import { healthRoutes } from "./health-routes.js";
+import type { HostResolver } from "./host-resolver.js";
 import { ServerConnection } from "./server-connection.js";
 import { serverEndpoint } from "./server-endpoint.js";
 import { createTokenSource, readTokenFile } from "./token-source.js";
@@ -26,6 +28,10 @@ export interface AgentDeps {
   metrics: AgentMetrics;
   /** Backend dialing; tests inject sockets that never connect. */
   connectSocket?: SocketFactory;
+  /** Name resolution for backend dials; tests inject one that never touches DNS. */
+  resolveHost?: HostResolver;
+  /** Replaces the drop-in policy built from `options.destinations` (per-tenant egress later). */
+  destinationPolicy?: DestinationPolicy;
   /** Jitter source for reconnect backoff, uniform in [0, 1). */
   random?: () => number;
   /** Override the server handshake timeout (tests). */
@@ -59,6 +65,9 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps): Promis
   if (options.auth.tokenPath) await readTokenFile(options.auth.tokenPath);
   const token = createTokenSource(options.auth);
   const connectIds = new ConnectIdAllocator();
+  const destinationPolicy =
+    deps.destinationPolicy ??
+    dropInDestinationPolicy({ allowLinkLocal: options.destinations.allowLinkLocal });
 
   const clientSet = new ClientSet({
     connect: () =>
@@ -68,7 +77,13 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps): Promis
         token,
         probeIntervalMs: options.sync.probeIntervalMs,
         handshakeTimeoutMs: deps.handshakeTimeoutMs,
-        dialer: { dialTimeoutMs: options.dialTimeoutMs, connectIds, connectSocket: deps.connectSocket },
+        dialer: {
+          dialTimeoutMs: options.dialTimeoutMs,
+          connectIds,
+          connectSocket: deps.connectSocket,
+          resolveHost: deps.resolveHost,
+          destinationPolicy,
+        },
         log,
         metrics,
       }),
@@ -82,7 +97,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps): Promis
   const health = await startHttpServer(
     options.health.host,
     options.health.port,
-    healthRoutes(() => clientSet.ready, metrics.registry),
+    healthRoutes(() => clientSet.ready),
     log.child({ listener: "health" }),
   );
   let admin: RunningHttpServer;
@@ -108,6 +123,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps): Promis
       auth: options.auth.tokenPath ? "token-file" : options.auth.token ? "token" : "certificate-or-none",
       health: health.address,
       admin: admin.address,
+      allowLinkLocalDestinations: options.destinations.allowLinkLocal,
     },
     "agent starting",
   );

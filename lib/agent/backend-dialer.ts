@@ -2,10 +2,14 @@
  * The agent's side of one server stream (AgentService.Connect): dials backends on DIAL_REQ and
  * carries their bytes. The mirror image of the server's AgentSession.
  *
+ * A dial resolves the host, asks the destination policy about every address, and only then
+ * connects, to those addresses only; a refused dial never opens a socket.
+ *
  * Invariants:
- *  - a pending dial ends exactly once: connected (DIAL_RSP with a connectID), failed or timed
- *    out (DIAL_RSP with an error), cancelled by DIAL_CLS (nothing sent), or dropped because the
- *    stream ended (socket destroyed, nothing sent);
+ *  - a pending dial (resolving or connecting) ends exactly once: connected (DIAL_RSP with a
+ *    connectID), failed or timed out (DIAL_RSP with an error), refused by the destination policy
+ *    (DIAL_RSP with an error carrying DESTINATION_NOT_ALLOWED), cancelled by DIAL_CLS (nothing
+ *    sent), or dropped because the stream ended (socket destroyed, nothing sent);
  *  - every established connection is in `conns` until its CLOSE_RSP has been sent or the
  *    stream has ended; when the stream ends, every socket is destroyed at once;
  *  - nothing is queued per connection (see EndpointConnection); the only buffers are the
@@ -14,6 +18,7 @@
  */
 import { EventEmitter } from "node:events";
 import type { Socket } from "node:net";
+import { DESTINATION_NOT_ALLOWED, DestinationNotAllowedError } from "../errors.js";
 import type { AgentMetrics } from "../metrics/agent-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import {
@@ -31,8 +36,10 @@ import { PacketSink } from "../tunnel/packet-sink.js";
 import type { PacketStream } from "../tunnel/packet-stream.js";
 import { PauseLatch } from "../tunnel/pause-latch.js";
 import type { ConnectIdAllocator } from "./connect-ids.js";
-import { defaultSocketFactory, parseDialTarget, type SocketFactory } from "./dial-target.js";
+import { type DestinationPolicy, dropInDestinationPolicy } from "./destination-policy.js";
+import { defaultSocketFactory, parseDialTarget, type SocketFactory, type TcpTarget } from "./dial-target.js";
 import { EndpointConnection, type EndpointStreamSide } from "./endpoint-connection.js";
+import { type HostResolver, type ResolvedAddress, systemResolver } from "./host-resolver.js";
 
 /** Error text for a CLOSE_RSP answering a connectID this stream does not know. */
 export const UNKNOWN_CONNECT_ID = "unknown connectID";
@@ -43,6 +50,10 @@ export interface BackendDialerOptions {
   flow?: FlowMode;
   connectIds: ConnectIdAllocator;
   connectSocket?: SocketFactory;
+  /** Name resolution before the policy check; tests inject one that never touches DNS. */
+  resolveHost?: HostResolver;
+  /** Which resolved addresses may be dialed; link-local ones are refused when not given. */
+  destinationPolicy?: DestinationPolicy;
   log: Logger;
   metrics: AgentMetrics;
 }
@@ -50,7 +61,8 @@ export interface BackendDialerOptions {
 interface PendingDial {
   random: bigint;
   address: string;
-  socket: Socket;
+  /** null while the host is being resolved. */
+  socket: Socket | null;
   timer: NodeJS.Timeout;
   startedAt: bigint;
 }
@@ -63,6 +75,8 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
   private readonly sink: PacketSink;
   private readonly side: EndpointStreamSide;
   private readonly connectSocket: SocketFactory;
+  private readonly resolveHost: HostResolver;
+  private readonly destinationPolicy: DestinationPolicy;
   private ended = false;
 
   constructor(
@@ -72,6 +86,8 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
     super();
     this.sink = new PacketSink(stream);
     this.connectSocket = opts.connectSocket ?? defaultSocketFactory;
+    this.resolveHost = opts.resolveHost ?? systemResolver;
+    this.destinationPolicy = opts.destinationPolicy ?? dropInDestinationPolicy({ allowLinkLocal: false });
     this.side = {
       send: (packet) => this.send(packet),
       onceWritable: (cb) => this.sink.onceWritable(cb),
@@ -112,7 +128,7 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
     this.ended = true;
     for (const p of this.pending.values()) {
       clearTimeout(p.timer);
-      p.socket.destroy();
+      p.socket?.destroy();
     }
     this.pending.clear();
     for (const conn of this.conns.values()) conn.abort();
@@ -173,21 +189,49 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
       this.dialFailed(random, address, parsed.error, "unknown");
       return;
     }
-    const socket = this.connectSocket(parsed.target);
     const pending: PendingDial = {
       random,
       address,
-      socket,
+      socket: null,
       startedAt: process.hrtime.bigint(),
+      // Covers resolution and connect, as Go's dial timeout does.
       timer: setTimeout(() => {
         this.endPending(pending);
-        socket.destroy();
+        pending.socket?.destroy();
         // Go's wording for a dial timeout, as upstream agents report it.
         this.dialFailed(random, address, `dial tcp ${address}: i/o timeout`, "timeout");
       }, this.opts.dialTimeoutMs),
     };
     this.pending.set(random, pending);
     this.emit("load", this.load);
+    this.resolveThenConnect(pending, parsed.target).catch((err: Error) => {
+      // Resolution failed (or an injected resolver, policy or socket factory threw).
+      if (this.pending.get(random) !== pending) return;
+      this.endPending(pending);
+      pending.socket?.destroy();
+      this.dialFailed(random, address, `dial tcp ${address}: ${err.message}`, "unknown");
+    });
+  }
+
+  /** Resolve, check every address against the policy, then connect to those addresses only. */
+  private async resolveThenConnect(pending: PendingDial, target: TcpTarget): Promise<void> {
+    const { random, address } = pending;
+    const addresses: ResolvedAddress[] = await this.resolveHost(target.host);
+    if (addresses.length === 0) throw new Error(`lookup ${target.host}: no such host`);
+    // Cancelled (DIAL_CLS), timed out, or the stream ended while resolving.
+    if (this.pending.get(random) !== pending) return;
+    for (const a of addresses) {
+      const verdict = this.destinationPolicy({ host: target.host, port: target.port, address: a.address });
+      if (!verdict.allowed) {
+        // One refused address refuses the dial: a name that resolves to metadata among other
+        // addresses is not one a backend would have.
+        this.endPending(pending);
+        this.dialRefused(random, address, a.address, verdict.rule, verdict.reason);
+        return;
+      }
+    }
+    const socket = this.connectSocket({ ...target, addresses });
+    pending.socket = socket;
     const onError = (err: Error) => {
       if (this.pending.get(random) !== pending) return;
       this.endPending(pending);
@@ -206,11 +250,11 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
       // Not endPending: the load must not dip to zero between the dial and the connection.
       clearTimeout(pending.timer);
       this.pending.delete(random);
-      this.established(pending);
+      this.established(pending, socket);
     });
   }
 
-  private established(p: PendingDial): void {
+  private established(p: PendingDial, socket: Socket): void {
     const connectId = this.opts.connectIds.next();
     const log = this.opts.log.child({ connectId: String(connectId) });
     const flowCredit =
@@ -219,7 +263,7 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
             if (this.conns.get(connectId) === conn) this.send(credit(connectId, bytes));
           }, AGENT_RECEIVE_WINDOW_BYTES)
         : undefined;
-    const conn: EndpointConnection = new EndpointConnection(connectId, p.socket, this.side, log, flowCredit);
+    const conn: EndpointConnection = new EndpointConnection(connectId, socket, this.side, log, flowCredit);
     this.conns.set(connectId, conn);
     this.opts.metrics.openEndpointConnections.inc();
     this.opts.metrics.dialDuration.observe(Number(process.hrtime.bigint() - p.startedAt) / 1e9);
@@ -227,6 +271,14 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
     this.send(dialResponse(p.random, connectId));
     flowCredit?.openWindow();
     this.emit("load", this.load);
+  }
+
+  /** The policy refused an address: nothing was dialed. Warn, since it may be someone probing. */
+  private dialRefused(random: bigint, address: string, resolved: string, rule: string, reason: string): void {
+    const err = new DestinationNotAllowedError(`dial tcp ${address}: ${DESTINATION_NOT_ALLOWED}: ${reason}`);
+    this.opts.metrics.destinationRefusals.inc({ rule });
+    this.opts.log.warn({ address, resolved, rule, code: err.code }, "dial refused by destination policy");
+    this.send(dialResponse(random, 0n, err.message));
   }
 
   private dialFailed(random: bigint, address: string, error: string, reason: "timeout" | "unknown"): void {
@@ -241,7 +293,7 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
     const pending = this.pending.get(random);
     if (!pending) return; // already answered; the server will CLOSE_REQ the connection if needed
     this.endPending(pending);
-    pending.socket.destroy();
+    pending.socket?.destroy(); // still resolving: the resolution's answer is dropped
   }
 
   private endPending(p: PendingDial): void {

@@ -26,7 +26,10 @@ export interface ServerLink {
   readonly serverCount: number;
   readonly load: number;
   drain(): void;
+  /** Closes at once. */
   close(reason: string): void;
+  /** Ends the stream in order (what was sent, DRAIN among it, arrives); resolves once it is over. */
+  end(reason: string): Promise<void>;
   on(event: "closed", listener: (reason: string) => void): unknown;
   on(event: "load", listener: (load: number) => void): unknown;
 }
@@ -111,17 +114,19 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
   }
 
   /**
-   * Closes every server connection (and with them every backend connection). Resolves once a
-   * connect attempt in flight has settled too, so nothing is left opening after stop.
+   * Closes every server connection (and with them every backend connection), each stream ended
+   * in order so that a DRAIN sent just before reaches its server. Resolves once those streams are
+   * over and a connect attempt in flight has settled too, so nothing is left opening after stop.
    */
   async stop(): Promise<void> {
+    let ending: Promise<void>[] = [];
     if (!this.stopped) {
       this.stopped = true;
       this.cancelTimer();
-      for (const link of [...this.links.values()]) link.close("agent stopping");
+      ending = [...this.links.values()].map((link) => link.end("agent stopping"));
       this.changed();
     }
-    await this.attempting;
+    await Promise.all([...ending, this.attempting]);
   }
 
   private get wanted(): boolean {

@@ -4,6 +4,7 @@
  * `net.Dial` wording, which upstream agents send and operators already recognise in logs.
  */
 import { connect, type Socket } from "node:net";
+import { pinnedLookup, type ResolvedAddress } from "./host-resolver.js";
 import { BACKEND_TCP_KEEPALIVE_MS } from "./timeouts.js";
 
 export interface TcpTarget {
@@ -49,9 +50,22 @@ export function parseDialTarget(protocol: string, address: string): DialTargetRe
   return { ok: true, target: { host: host === "" ? "localhost" : host, port } };
 }
 
-/** Opens a TCP connection; injectable so tests can simulate dials that never complete. */
-export type SocketFactory = (target: TcpTarget) => Socket;
+/** A target whose host was resolved, and whose addresses the destination policy allowed. */
+export interface ResolvedTarget extends TcpTarget {
+  addresses: readonly ResolvedAddress[];
+}
 
-export const defaultSocketFactory: SocketFactory = ({ host, port }) =>
-  // Go's dialer, which upstream uses, sets TCP_NODELAY and a 15s keepalive by default.
-  connect({ host, port, noDelay: true, keepAlive: true, keepAliveInitialDelay: BACKEND_TCP_KEEPALIVE_MS });
+/** Opens a TCP connection; injectable so tests can simulate dials that never complete. */
+export type SocketFactory = (target: ResolvedTarget) => Socket;
+
+export const defaultSocketFactory: SocketFactory = ({ host, port, addresses }) =>
+  connect({
+    host,
+    port,
+    // Only the addresses the policy saw: no second lookup that could answer differently.
+    lookup: pinnedLookup(addresses),
+    // Go's dialer, which upstream uses, sets TCP_NODELAY and a 15s keepalive by default.
+    noDelay: true,
+    keepAlive: true,
+    keepAliveInitialDelay: BACKEND_TCP_KEEPALIVE_MS,
+  });

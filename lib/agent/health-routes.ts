@@ -1,11 +1,12 @@
-import type { Registry } from "prom-client";
-import { type HttpReply, metricsRoute, type Routes } from "../transport/http-endpoints.js";
+import type { HttpReply, Routes } from "../transport/http-endpoints.js";
 
 /**
- * The agent's health port: what kubelet probes and, since in-cluster scrapers often reach only
- * this port, Prometheus scrapes too (as upstream serves it).
+ * The agent's health port: what kubelet probes. It listens on all interfaces by default (kubelet
+ * probes the pod IP), so it serves liveness and readiness only. Metrics are on the admin port
+ * (loopback by default): what the tunnel carries is no business of every pod that can reach the
+ * agent. Upstream serves /metrics on both ports (docs/COMPATIBILITY.md).
  */
-export function healthRoutes(ready: () => boolean, registry: Registry): Routes {
+export function healthRoutes(ready: () => boolean): Routes {
   const readiness = (): HttpReply =>
     ready() ? { status: 200, body: "ok" } : { status: 503, body: "no servers connected\n" };
   return {
@@ -13,7 +14,5 @@ export function healthRoutes(ready: () => boolean, registry: Registry): Routes {
     "/readyz": readiness,
     // Upstream's deprecated spelling, still used by older manifests.
     "/ready": readiness,
-    // Upstream serves metrics on the health port too; in-cluster scrapers reach only that one.
-    "/metrics": metricsRoute(registry),
   };
 }

@@ -5,8 +5,9 @@
  * `open` resolves once the server has accepted the stream and answered with its headers
  * (serverID, serverCount); from then on a BackendDialer serves the stream. The connection closes
  * itself, exactly once, when the stream ends or fails, when the transport is found broken, or
- * when `close` is called; it then emits "closed" and has released everything: backend sockets,
- * the stream, its connection and its timers.
+ * when `close` (at once) or `end` (in order, so that a DRAIN written just before still arrives) is
+ * called; it then emits "closed", and has released everything, backend sockets, the stream, its
+ * connection and its timers, once the stream is over.
  */
 
 import { EventEmitter } from "node:events";
@@ -19,7 +20,7 @@ import { headerValues } from "../transport/tunnel-handshake.js";
 import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../tunnel/flow-control.js";
 import { BackendDialer, type BackendDialerOptions } from "./backend-dialer.js";
 import type { ServerEndpoint } from "./server-endpoint.js";
-import { SERVER_HANDSHAKE_TIMEOUT_MS } from "./timeouts.js";
+import { SERVER_HANDSHAKE_TIMEOUT_MS, SERVER_STREAM_END_GRACE_MS } from "./timeouts.js";
 import type { TokenSource } from "./token-source.js";
 import { openGrpcStream } from "./transports/grpc-transport.js";
 import type { HeaderMap, OpenedStream, StreamEnd } from "./transports/opened-stream.js";
@@ -73,6 +74,8 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string]; l
   private readonly log: Logger;
   private readonly probe: NodeJS.Timeout;
   private closedReason: string | null = null;
+  /** Settles when the stream is over, whoever ended it. */
+  private readonly over: Promise<void>;
 
   /** Opens a stream and waits for the server's headers; rejects (having cleaned up) otherwise. */
   static async open(endpoint: ServerEndpoint, deps: ServerConnectionDeps): Promise<ServerConnection> {
@@ -117,6 +120,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string]; l
     this.dialer.on("load", (load) => this.emit("load", load));
     this.dialer.once("closed", () => this.close("stream closed"));
     opened.onEnd((end) => this.onStreamEnd(end));
+    this.over = new Promise((resolve) => opened.onEnd(() => resolve()));
     this.probe = setInterval(() => {
       const broken = this.opened.brokenReason();
       if (broken) this.close(broken);
@@ -143,14 +147,37 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string]; l
     this.dialer.sendDrain();
   }
 
+  /** Closes at once: the stream is cut, and whatever it still had queued is lost. */
   close(reason: string): void {
-    if (this.closedReason !== null) return;
+    if (!this.release(reason)) return;
+    this.opened.close();
+  }
+
+  /**
+   * Ends the stream in order, for a deliberate stop. Cutting it (`close`: a gRPC cancel, a
+   * destroyed socket) drops what is still queued, and an idle agent stops right after its DRAIN:
+   * on gRPC the server never saw it. Here our end of stream goes out behind everything already
+   * written, so the server has read all of it when it ends its side in turn. Resolves once the
+   * stream is over; a server that does not answer within SERVER_STREAM_END_GRACE_MS is cut off.
+   */
+  async end(reason: string): Promise<void> {
+    if (!this.release(reason)) return this.over;
+    this.opened.stream.end();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.over, new Promise((r) => (timer = setTimeout(r, SERVER_STREAM_END_GRACE_MS)))]);
+    clearTimeout(timer);
+    this.opened.close(); // cuts a stream that is not over yet, and frees its transport
+  }
+
+  /** Everything but the stream, once; false when already done. */
+  private release(reason: string): boolean {
+    if (this.closedReason !== null) return false;
     this.closedReason = reason;
     clearInterval(this.probe);
     this.dialer.shutdown();
-    this.opened.close();
     this.log.debug({ reason }, "server connection closed");
     this.emit("closed", reason);
+    return true;
   }
 
   private onStreamEnd(end: StreamEnd): void {

@@ -21,3 +21,11 @@ export const BACKEND_CLOSE_FLUSH_TIMEOUT_MS = 5_000;
  * vanished without a FIN is noticed instead of holding a connection open forever.
  */
 export const BACKEND_TCP_KEEPALIVE_MS = 15_000;
+
+/**
+ * How long a stopping agent waits for a server to end its side after we ended ours (the end
+ * follows our DRAIN, so the server has read it once it answers). A server answers in one round
+ * trip: ours ends the stream when it sees the agent's end, upstream's Connect handler returns on
+ * EOF. One that has not answered by then is not reading, and must not hold up the agent's exit.
+ */
+export const SERVER_STREAM_END_GRACE_MS = 1_000;

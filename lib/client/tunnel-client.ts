@@ -12,7 +12,7 @@ import {
   type ClientDuplexStream,
   Metadata,
 } from "@grpc/grpc-js";
-import { DialFailedError, DialTimeoutError } from "../errors.js";
+import { ConnectionBrokenError, DialFailedError, DialTimeoutError } from "../errors.js";
 import { decodePacket, encodePacket } from "../proto/codec.js";
 import {
   closeDial,
@@ -29,7 +29,10 @@ type Call = ClientDuplexStream<Packet, Packet>;
 /** How long `dial` waits for DIAL_RSP unless told otherwise; mirrors the server default. */
 export const DEFAULT_CLIENT_DIAL_TIMEOUT_MS = 30_000;
 
-/** A tunneled connection. Ending it sends CLOSE_REQ; the peer closing ends the readable side. */
+/**
+ * A tunneled connection. Ending it sends CLOSE_REQ; the peer closing ends the readable side, or
+ * destroys the socket with ConnectionBrokenError when the connection broke.
+ */
 export class TunnelSocket extends Duplex {
   constructor(
     private readonly call: Call,
@@ -40,6 +43,13 @@ export class TunnelSocket extends Duplex {
       if (p.type === PacketType.DATA && p.connectId === connectId) {
         if (!this.push(p.data)) call.pause();
       } else if (p.type === PacketType.CLOSE_RSP && p.connectId === connectId) {
+        // With error text the connection broke (its agent went away, its backend failed): an
+        // error, not an end, so a reader cannot take a truncated transfer for a complete one.
+        if (p.error) {
+          call.end();
+          this.destroy(new ConnectionBrokenError(p.error));
+          return;
+        }
         this.push(null);
         call.end();
       }
@@ -71,8 +81,10 @@ export class TunnelSocket extends Duplex {
     }
     // Only a failure resets the stream. A clean close lets the server finish the call: a client
     // that cancels (RST_STREAM) every stream it is done with trips HTTP/2 rapid-reset protection
-    // and gets its whole channel closed after about a thousand quick tunnels.
-    if (err) this.call.cancel();
+    // and gets its whole channel closed after about a thousand quick tunnels. A broken
+    // connection is over at the server already (it sent CLOSE_RSP): the call ends cleanly too, or
+    // an agent lost with many tunnels would reset as many streams at once.
+    if (err && !(err instanceof ConnectionBrokenError)) this.call.cancel();
     cb(err);
   }
 }

@@ -2,7 +2,8 @@
  * Everything `kgw agent` can be told, in one place: flag table, defaults, validation. The
  * entrypoint calls `parseAgentOptions(argv, env)` once and passes the plain object down; nothing
  * under lib/agent reads the environment. Flag names and meanings follow upstream proxy-agent;
- * `--agent-token`, `--dial-timeout`, `--drain-timeout` and `--server-name` are ours.
+ * `--agent-token`, `--dial-timeout`, `--drain-timeout`, `--server-name` and
+ * `--allow-link-local-destinations` are ours.
  */
 import { randomUUID } from "node:crypto";
 import { ConfigError } from "../errors.js";
@@ -94,6 +95,11 @@ export const AGENT_FLAGS = defineFlags({
     default: 10_000,
     help: "How long a TCP connect to a backend may take.",
   },
+  "allow-link-local-destinations": {
+    kind: "bool",
+    default: false,
+    help: "Let callers reach link-local addresses (169.254.0.0/16, fe80::/10) and cloud metadata (fd00:ec2::254, fd20:ce::254); refused by default.",
+  },
   "drain-timeout": {
     kind: "duration",
     default: 25_000,
@@ -156,6 +162,8 @@ export interface AgentOptions {
     probeIntervalMs: number;
   };
   dialTimeoutMs: number;
+  /** The drop-in destination policy (lib/agent/destination-policy.ts). */
+  destinations: { allowLinkLocal: boolean };
   drainTimeoutMs: number;
   health: { host: string; port: number };
   admin: { host: string; port: number };
@@ -245,6 +253,7 @@ export function parseAgentOptions(
         probeIntervalMs: f["probe-interval"],
       },
       dialTimeoutMs: f["dial-timeout"],
+      destinations: { allowLinkLocal: f["allow-link-local-destinations"] },
       drainTimeoutMs: f["drain-timeout"],
       health: { host: f["health-server-host"], port: f["health-server-port"] },
       admin: { host: f["admin-bind-address"], port: f["admin-server-port"] },

@@ -43,7 +43,12 @@ export const SERVER_FLAGS = defineFlags({
   "insecure-frontend": {
     kind: "bool",
     default: false,
-    help: "Serve the TCP frontend without TLS. Only for tests and trusted networks.",
+    help: "Serve the TCP frontend without TLS (anyone who reaches it may open tunnels). Only for tests and trusted networks.",
+  },
+  "allow-anonymous-callers": {
+    kind: "bool",
+    default: false,
+    help: "Serve the TLS frontend without --server-ca-cert: callers need no client certificate. Only for trusted networks.",
   },
   "agent-port": { kind: "port", default: 8132, help: "Agent port (AgentService.Connect)." },
   "agent-bind-address": { kind: "string", default: "", help: "Agent bind address (all if empty)." },
@@ -78,6 +83,31 @@ export const SERVER_FLAGS = defineFlags({
     kind: "duration",
     default: 3_600_000,
     help: "gRPC keepalive ping interval towards frontend clients.",
+  },
+  "agent-probe-interval": {
+    kind: "duration",
+    default: 5_000,
+    help: "An agent silent this long is pinged; one that does not answer within 2s gets no new dials until it does (0 disables).",
+  },
+  "agent-liveness-timeout": {
+    kind: "duration",
+    default: 60_000,
+    help: "An agent silent this long is disconnected and its tunnels closed (0 never; needs --agent-probe-interval).",
+  },
+  "tls-handshake-timeout": {
+    kind: "duration",
+    default: 10_000,
+    help: "How long a client may take to complete its TLS handshake (and an agent its first request) before its connection is closed.",
+  },
+  "max-tls-handshakes": {
+    kind: "int",
+    default: 1024,
+    help: "TLS handshakes in progress per listener (agent port, frontend) beyond which new connections are closed (0: no limit).",
+  },
+  "max-tls-handshakes-per-source": {
+    kind: "int",
+    default: 64,
+    help: "TLS handshakes in progress from one source address (IPv6: one /64) per listener (0: no limit).",
   },
   "graceful-shutdown-timeout": {
     kind: "duration",
@@ -121,6 +151,12 @@ export interface ServerOptions {
     port: number | null;
     host: string;
     tls: TlsFiles | null;
+    /**
+     * The TCP frontend admits callers without a client certificate: plaintext
+     * (--insecure-frontend) or TLS without a client CA (--allow-anonymous-callers). Only ever
+     * true because a flag asked for it; the gateway warns at startup.
+     */
+    anonymousCallers: boolean;
     udsPath: string;
     deleteExistingUds: boolean;
     keepaliveMs: number;
@@ -135,7 +171,13 @@ export interface ServerOptions {
     /** Tokens given inline (flag or env). Never logged. */
     tokens: string[];
     keepaliveMs: number;
+    /** Silence before a liveness probe; 0 disables liveness (lib/server/agent-liveness.ts). */
+    probeIntervalMs: number;
+    /** Silence after which an agent is disconnected; 0 never. */
+    livenessTimeoutMs: number;
   };
+  /** Per TLS listener (lib/transport/handshake-gate.ts). */
+  handshakes: { timeoutMs: number; maxInProgress: number; maxPerSource: number };
   admin: { port: number; host: string };
   health: { port: number; host: string };
   tlsMinVersion: TlsMinVersion;
@@ -183,6 +225,23 @@ export function parseServerOptions(
   if (f["insecure-frontend"] && f["server-cert"]) {
     throw new ConfigError("--insecure-frontend contradicts --server-cert; choose one");
   }
+  // Anyone who can open a tunnel reaches everything the agents reach, so a TCP frontend without
+  // caller authentication is never a default. Upstream refuses TCP without --server-ca-cert.
+  if (f["allow-anonymous-callers"] && f["server-ca-cert"]) {
+    throw new ConfigError(
+      "--allow-anonymous-callers contradicts --server-ca-cert (which requires client certificates); choose one",
+    );
+  }
+  if (f["allow-anonymous-callers"] && !f["server-cert"] && !f["insecure-frontend"]) {
+    throw new ConfigError(
+      "--allow-anonymous-callers applies to the TCP frontend (--server-cert); the Unix socket is protected by its file permissions",
+    );
+  }
+  if (f["server-cert"] && !f["server-ca-cert"] && !f["allow-anonymous-callers"]) {
+    throw new ConfigError(
+      "--server-cert without --server-ca-cert lets anyone who reaches the frontend open tunnels: give --server-ca-cert (mTLS) or, to accept anonymous callers on purpose, --allow-anonymous-callers",
+    );
+  }
   const tcpFrontend = Boolean(f["server-cert"]) || f["insecure-frontend"];
   if (!tcpFrontend && !f["uds-name"]) {
     throw new ConfigError(
@@ -207,6 +266,20 @@ export function parseServerOptions(
     throw new ConfigError("--max-header-bytes must be between 256 and 1048576");
   }
   if (f["header-timeout"] <= 0) throw new ConfigError("--header-timeout must be positive");
+  if (f["agent-liveness-timeout"] > 0 && f["agent-probe-interval"] === 0) {
+    throw new ConfigError(
+      "--agent-liveness-timeout needs --agent-probe-interval (a silent agent must be asked first)",
+    );
+  }
+  if (f["agent-liveness-timeout"] > 0 && f["agent-liveness-timeout"] < 2 * f["agent-probe-interval"]) {
+    throw new ConfigError(
+      "--agent-liveness-timeout must be at least twice --agent-probe-interval (an agent must get a chance to answer)",
+    );
+  }
+  if (f["tls-handshake-timeout"] <= 0) throw new ConfigError("--tls-handshake-timeout must be positive");
+  for (const name of ["max-tls-handshakes", "max-tls-handshakes-per-source"] as const) {
+    if (f[name] < 0) throw new ConfigError(`--${name} must not be negative`);
+  }
 
   return {
     help: false,
@@ -219,6 +292,7 @@ export function parseServerOptions(
         tls: f["server-cert"]
           ? { cert: f["server-cert"], key: f["server-key"], ca: f["server-ca-cert"] }
           : null,
+        anonymousCallers: tcpFrontend && !f["server-ca-cert"],
         udsPath: f["uds-name"],
         deleteExistingUds: f["delete-existing-uds-file"],
         keepaliveMs: f["frontend-keepalive-time"],
@@ -232,6 +306,13 @@ export function parseServerOptions(
         tokenFile: f["agent-token-file"],
         tokens: f["agent-token"] ? [f["agent-token"]] : [],
         keepaliveMs: f["keepalive-time"],
+        probeIntervalMs: f["agent-probe-interval"],
+        livenessTimeoutMs: f["agent-liveness-timeout"],
+      },
+      handshakes: {
+        timeoutMs: f["tls-handshake-timeout"],
+        maxInProgress: f["max-tls-handshakes"],
+        maxPerSource: f["max-tls-handshakes-per-source"],
       },
       admin: { port: f["admin-port"], host: f["admin-bind-address"] },
       health: { port: f["health-port"], host: f["health-bind-address"] },

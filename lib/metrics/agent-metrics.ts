@@ -76,6 +76,14 @@ export class AgentMetrics {
     registers: [this.registry],
   });
 
+  /** Ours, apart from endpoint_dial_failure_total: nothing was dialed, and it may be an attack. */
+  readonly destinationRefusals = new Counter({
+    name: "kgw_agent_destination_refusals_total",
+    help: "Dials refused by the destination policy before any connect, by rule (link_local).",
+    labelNames: ["rule"] as const,
+    registers: [this.registry],
+  });
+
   readonly serverConnectAttempts = new Counter({
     name: "kgw_agent_server_connect_attempts_total",
     help: "Attempts to open a stream to a proxy server, by outcome (connected, duplicate, failed).",

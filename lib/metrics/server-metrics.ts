@@ -94,6 +94,19 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  readonly unresponsiveAgents = new Gauge({
+    name: "kgw_server_unresponsive_agents",
+    help: "Connected agents that stopped answering liveness probes (no new dials are sent to them).",
+    registers: [this.registry],
+  });
+
+  readonly tlsHandshakes = new Gauge({
+    name: "kgw_server_tls_handshakes_in_progress",
+    help: "TLS handshakes under way, by listener (bounded by --max-tls-handshakes).",
+    labelNames: ["listener"] as const,
+    registers: [this.registry],
+  });
+
   readonly deadHttp2Peers = new Counter({
     name: "kgw_server_http2_dead_peers_total",
     help: "HTTP/2 connections closed because their peer was gone (connection reset) or stopped answering PINGs, by listener.",

@@ -14,6 +14,7 @@ import { BEARER_PREFIX, Header, parseAgentIdentifiers } from "../proto/headers.j
 import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../tunnel/flow-control.js";
 import type { PacketStream } from "../tunnel/packet-stream.js";
 import type { AgentAuthenticator } from "./agent-auth.js";
+import type { LivenessTimes } from "./agent-liveness.js";
 import { AgentSession } from "./agent-session.js";
 import type { BackendRegistry } from "./backend-registry.js";
 
@@ -28,6 +29,7 @@ export interface AgentAdmissionDeps {
   serverId: string;
   serverCount: number;
   dialTimeoutMs: number;
+  liveness: LivenessTimes;
   authenticate: AgentAuthenticator;
   registry: BackendRegistry;
   /** False once shutdown has begun: new agents are turned away to reconnect elsewhere. */
@@ -93,13 +95,18 @@ export function admitAgent(deps: AgentAdmissionDeps, req: AgentStreamRequest): A
       const session = new AgentSession(
         stream,
         { agentId, identifiers, tenant: principal.tenant, identity: principal.identity },
-        { dialTimeoutMs: deps.dialTimeoutMs, flow, log, metrics: deps.metrics },
+        { dialTimeoutMs: deps.dialTimeoutMs, flow, liveness: deps.liveness, log, metrics: deps.metrics },
       );
+      session.on("responsive", (responsive) => {
+        if (responsive) deps.metrics.unresponsiveAgents.dec();
+        else deps.metrics.unresponsiveAgents.inc();
+      });
       deps.metrics.grpcConnections.inc({ service_method: "Connect" });
       deps.metrics.readyBackends.inc();
       session.once("closed", () => {
         deps.metrics.grpcConnections.dec({ service_method: "Connect" });
         deps.metrics.readyBackends.dec();
+        if (!session.responsive) deps.metrics.unresponsiveAgents.dec();
         log.info("agent disconnected");
       });
       deps.registry.add(session);

@@ -1,32 +1,40 @@
 /**
  * AgentService.Connect over gRPC: the transport upstream agents speak (and ours, when the server
- * does not offer kgw-tunnel/1). Admission is shared with the tunnel transport (agent-admission.ts).
+ * does not offer kgw-tunnel/1), served by our own gRPC server (lib/transport/grpc-server.ts).
+ * Admission is shared with the tunnel transport (agent-admission.ts).
  */
-import { Metadata, type ServerDuplexStream, status } from "@grpc/grpc-js";
+import type { IncomingHttpHeaders } from "node:http2";
+import type { TLSSocket } from "node:tls";
+import { status } from "@grpc/grpc-js";
 import { GatewayError, grpcStatusFor } from "../errors.js";
-import type { Packet } from "../proto/packet.js";
+import type { GrpcMethodHandler } from "../transport/grpc-server.js";
 import { type AgentAdmissionDeps, admitAgent, recordRefusal } from "./agent-admission.js";
 
-export function createAgentConnectHandler(deps: AgentAdmissionDeps) {
-  return (call: ServerDuplexStream<Packet, Packet>): void => {
-    const peer = call.getPeer();
+/**
+ * Every value of one metadata entry. Node joins a repeated header into one string with ", ", as
+ * grpc-js and grpc-go split it again; binary (`-bin`) entries are never matched by admission.
+ */
+export function metadataValues(headers: IncomingHttpHeaders, name: string): string[] {
+  const value = headers[name];
+  if (value === undefined) return [];
+  return (Array.isArray(value) ? value : [value]).flatMap((v) => v.split(",").map((part) => part.trim()));
+}
+
+export function createAgentConnectHandler(deps: AgentAdmissionDeps): GrpcMethodHandler {
+  return (request) => {
+    const socket = request.transport as TLSSocket;
+    const peer = `${socket.remoteAddress}:${socket.remotePort}`;
     try {
       const admitted = admitAgent(deps, {
         peer,
         transport: "grpc",
-        metadata: (name) => call.metadata.get(name),
-        verifiedCertificate: call.getAuthContext().sslPeerCertificate,
+        metadata: (name) => metadataValues(request.headers, name),
+        verifiedCertificate: socket.authorized ? socket.getPeerCertificate() : undefined,
       });
-      const headers = new Metadata();
-      for (const [name, values] of Object.entries(admitted.headers)) {
-        for (const v of values) headers.add(name, v);
-      }
-      call.sendMetadata(headers);
-      admitted.attach(call);
+      admitted.attach(request.accept(admitted.headers));
     } catch (err) {
       const code = err instanceof GatewayError ? grpcStatusFor(err) : status.INTERNAL;
-      const details = recordRefusal(deps, peer, code, status[code] ?? String(code), err);
-      call.emit("error", { code, details });
+      request.refuse(code, recordRefusal(deps, peer, code, status[code] ?? String(code), err));
     }
   };
 }

@@ -16,6 +16,7 @@
 import { EventEmitter } from "node:events";
 import {
   AgentGoneError,
+  AgentUnresponsiveError,
   agentDialError,
   DialFailedError,
   DialTimeoutError,
@@ -41,6 +42,7 @@ import { PacketSink } from "../tunnel/packet-sink.js";
 import type { PacketStream } from "../tunnel/packet-stream.js";
 import { PauseLatch } from "../tunnel/pause-latch.js";
 import { CLOSE_ACK_TIMEOUT_MS } from "../tunnel/timeouts.js";
+import { AgentLiveness, type LivenessTimes } from "./agent-liveness.js";
 
 export interface AgentInfo {
   agentId: string;
@@ -55,6 +57,8 @@ export interface AgentSessionOptions {
   dialTimeoutMs: number;
   /** "credit" when the agent offered per-connection flow control and we accepted. */
   flow: FlowMode;
+  /** When the agent counts as unresponsive, and when as dead (agent-liveness.ts). */
+  liveness: LivenessTimes;
   log: Logger;
   metrics: ServerMetrics;
 }
@@ -77,7 +81,10 @@ interface Connection {
   credit: ConnectionCredit | undefined;
 }
 
-export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> {
+export class AgentSession extends EventEmitter<{
+  closed: [err: GatewayError];
+  responsive: [responsive: boolean];
+}> {
   draining = false;
   private nextRandom = 1n;
   private readonly pending = new Map<bigint, PendingDial>();
@@ -85,6 +92,7 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
   private readonly sink: PacketSink;
   private readonly readLatch: PauseLatch;
   private ended: GatewayError | null = null;
+  private readonly liveness: AgentLiveness;
 
   constructor(
     private readonly stream: PacketStream,
@@ -94,6 +102,21 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
     super();
     this.sink = new PacketSink(stream);
     this.readLatch = new PauseLatch(stream);
+    this.liveness = new AgentLiveness(opts.liveness, {
+      probe: (answered) => stream.probe?.(answered),
+      onResponsiveChange: (responsive) => {
+        if (responsive) opts.log.info("agent answers again; new dials may use it");
+        else {
+          opts.log.warn({ load: this.load }, "agent stopped answering; new dials avoid it");
+          this.abandonPendingDials();
+        }
+        this.emit("responsive", responsive);
+      },
+      onDead: (silentMs) => {
+        opts.log.warn({ silentMs, load: this.load }, "agent silent too long; closing its stream");
+        this.close(new AgentUnresponsiveError(this.info.agentId, silentMs, true));
+      },
+    });
     stream.on("data", (packet: Packet) => this.onPacket(packet));
     stream.on("error", (err: Error) => {
       opts.log.debug({ err }, "agent stream error");
@@ -108,6 +131,11 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
 
   get isClosed(): boolean {
     return this.ended !== null;
+  }
+
+  /** False while the agent is not answering probes (agent-liveness.ts): no new dials for it. */
+  get responsive(): boolean {
+    return this.liveness.responsive;
   }
 
   /** Number of dials in flight and connections open: what the agent is carrying for us. */
@@ -133,6 +161,7 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
     // A DIAL_REQ is tiny and must not wait behind a paused producer; backpressure on the agent
     // stream is applied to the data producers instead.
     this.send(dialRequest(req.address, random, req.protocol));
+    this.liveness.dialSent();
     return { cancel: () => this.cancelDial(random) };
   }
 
@@ -148,6 +177,7 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
   }
 
   private onPacket(packet: Packet): void {
+    this.liveness.heard();
     this.opts.metrics.streamPackets.count("from_agent", packet);
     switch (packet.type) {
       case PacketType.DIAL_RSP:
@@ -198,7 +228,12 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
       pending.frontend.dialFailed(new ProtocolError(`agent reused connectID ${connectId}`));
       return;
     }
-    this.opts.metrics.dialDuration.observe(Number(process.hrtime.bigint() - pending.startedAt) / 1e9);
+    const dialSeconds = Number(process.hrtime.bigint() - pending.startedAt) / 1e9;
+    this.opts.metrics.dialDuration.observe(dialSeconds);
+    this.opts.log.debug(
+      { connectId: String(connectId), address: pending.address, dialMs: Math.round(dialSeconds * 1e4) / 10 },
+      "dial established",
+    );
     const conn: Connection = {
       connectId,
       frontend: pending.frontend,
@@ -302,6 +337,20 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
     this.send(closeDial(random));
   }
 
+  /**
+   * The agent stopped answering: its pending dials fail now (503) instead of at their timeout.
+   * DIAL_CLS goes out so that an agent which wakes up does not dial for nobody. Established
+   * connections stay: the agent may only be paused.
+   */
+  private abandonPendingDials(): void {
+    if (this.pending.size === 0) return;
+    const err = new AgentUnresponsiveError(this.info.agentId, this.liveness.silentMs, false);
+    for (const pending of [...this.pending.values()]) {
+      this.send(closeDial(pending.random));
+      this.failPending(pending.random, err, "backend_dial_timeout");
+    }
+  }
+
   private dialTimedOut(random: bigint): void {
     const pending = this.pending.get(random);
     if (!pending) return;
@@ -327,6 +376,7 @@ export class AgentSession extends EventEmitter<{ closed: [err: GatewayError] }> 
   private shutdown(err: GatewayError = new AgentGoneError(this.info.agentId)): void {
     if (this.ended) return;
     this.ended = err;
+    this.liveness.stop();
     // Fail everything at once: callers learn immediately instead of waiting for timeouts.
     for (const pending of [...this.pending.values()]) {
       this.endPending(pending);

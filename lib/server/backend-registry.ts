@@ -51,11 +51,32 @@ export class BackendRegistry extends EventEmitter<{ changed: [tenant: string] }>
     return n;
   }
 
-  /** Sends the dial to an agent of `tenant`; throws NoAgentError when there is none. */
+  /** Agents answering their probes, all tenants: what readiness counts. */
+  get responsiveCount(): number {
+    let n = 0;
+    for (const s of this.all()) if (s.responsive) n++;
+    return n;
+  }
+
+  /**
+   * Sends the dial to an agent of `tenant`; throws NoAgentError when there is none. Agents that
+   * stopped answering (agent-liveness.ts) are never chosen: a prompt 503 beats a dial that waits
+   * out its timeout on a frozen agent.
+   */
   dial(tenant: string, req: DialRequest, frontend: FrontendEnd): DialHandle {
-    const agent = this.choose(this.agents(tenant), req);
-    if (!agent)
-      throw new NoAgentError(`no agent connected for ${tenant === "default" ? "this server" : tenant}`);
+    const connected = this.agents(tenant);
+    const answering = connected.every((a) => a.responsive)
+      ? connected
+      : connected.filter((a) => a.responsive);
+    const agent = this.choose(answering, req);
+    if (!agent) {
+      const whose = tenant === "default" ? "this server" : tenant;
+      throw new NoAgentError(
+        answering.length === 0 && connected.length > 0
+          ? `no agent of ${whose} is answering (${connected.length} connected, none responded in time)`
+          : `no agent connected for ${whose}`,
+      );
+    }
     return agent.dial(req, frontend);
   }
 }

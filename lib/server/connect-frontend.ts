@@ -8,6 +8,7 @@ import { type GatewayError, httpStatusFor } from "../errors.js";
 import type { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import { formatConnectResponse } from "../transport/http-connect-parser.js";
+import { resetSocket } from "../transport/reset-socket.js";
 import type { BackendLink, DialHandle } from "../tunnel/endpoints.js";
 import type { Dialer } from "./grpc-frontend.js";
 
@@ -104,8 +105,14 @@ export function serveConnect(opts: ConnectTunnelOptions): void {
           if (finished) return;
           finished = true;
           metrics.httpConnections.dec();
-          if (err) socket.destroy();
-          else socket.end();
+          if (!err) {
+            socket.end();
+            return;
+          }
+          // Broken, not finished (agent gone, backend failed): a FIN would pass a truncated
+          // transfer off as complete, so the caller gets a reset (lib/transport/reset-socket.ts).
+          const outcome = resetSocket(socket);
+          log.debug({ address: opts.address, code: err.code, outcome }, "CONNECT tunnel broken");
         },
       },
     );

@@ -6,8 +6,7 @@
 import { readFileSync } from "node:fs";
 import type { AddressInfo, Server, Socket } from "node:net";
 import { createServer as createNetServer } from "node:net";
-import { createServer as createTlsServer, type TLSSocket } from "node:tls";
-import { type ConnectionInjector, Server as GrpcServer, ServerCredentials } from "@grpc/grpc-js";
+import { createServer as createTlsServer, type TLSSocket, type Server as TlsServer } from "node:tls";
 import type { ServerOptions } from "../config/server-options.js";
 import { ConfigError, ShuttingDownError } from "../errors.js";
 import { ServerMetrics } from "../metrics/server-metrics.js";
@@ -17,12 +16,11 @@ import {
   acceptFrontendConnection,
   type FrontendConnectionOptions,
 } from "../transport/frontend-connection.js";
-import { GrpcFrontendServer } from "../transport/grpc-frontend-server.js";
-import { injectTransport } from "../transport/grpc-http2-servers.js";
+import { GrpcServer, type GrpcServerOptions } from "../transport/grpc-server.js";
 import { AGENT_SERVICE, PROXY_SERVICE } from "../transport/grpc-services.js";
+import { HandshakeGate } from "../transport/handshake-gate.js";
 import { metricsRoute, type RunningHttpServer, startHttpServer } from "../transport/http-endpoints.js";
 import { Http2PeerWatch, tcpPeerGone } from "../transport/http2-peer-watch.js";
-import { raiseServerWindows } from "../transport/http2-windows.js";
 import { closeServer, listenTcp, listenUnix } from "../transport/listen.js";
 import { SocketTracker } from "../transport/socket-tracker.js";
 import { serverTlsSettings } from "../transport/tls-files.js";
@@ -35,16 +33,21 @@ import { serveConnect } from "./connect-frontend.js";
 import { type Dialer, GrpcFrontendSession } from "./grpc-frontend.js";
 import { chooserFor } from "./proxy-strategies.js";
 
-/** A TLS handshake slower than this is a broken or hostile client. */
-export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
-/** gRPC keepalive: how long to wait for a ping ack before declaring the peer dead. */
+/** Keepalive of callers: how long to wait for a ping ack before declaring the peer dead. */
 export const KEEPALIVE_TIMEOUT_MS = 20_000;
+/**
+ * How long a probe of an agent may go unanswered before the agent counts as unresponsive (no new
+ * dials; lib/server/agent-liveness.ts). A live agent answers a PING within milliseconds; two
+ * seconds allow for a GC pause or a loaded node without letting dials queue on a frozen agent.
+ */
+export const AGENT_PROBE_ANSWER_MS = 2_000;
 /**
  * Dead HTTP/2 peers (lib/transport/http2-peer-watch.ts): sessions silent for half a second after
  * our writes are checked; a reset socket is closed at once, a live-looking one gets a PING with
- * the keepalive's time to answer.
+ * `answerMs` to answer (the agent port uses the agent liveness timeout instead, so a frozen agent
+ * keeps its tunnels as long as that documented bound promises).
  */
-const PEER_WATCH = { tickMs: 500, stallMs: 500, answerMs: KEEPALIVE_TIMEOUT_MS } as const;
+const PEER_WATCH = { tickMs: 500, stallMs: 500 } as const;
 /** While shutting down, how often to check whether open tunnels have finished. */
 const DRAIN_POLL_MS = 100;
 
@@ -64,14 +67,7 @@ export interface GatewayDeps {
 /** Largest gRPC message accepted from a peer (upstream's servers take 16 MiB DATA packets too). */
 const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 const PROXY_PATH = PROXY_SERVICE.proxy!.path;
-
-function grpcServer(keepaliveMs: number): GrpcServer {
-  return new GrpcServer({
-    "grpc.keepalive_time_ms": keepaliveMs,
-    "grpc.keepalive_timeout_ms": KEEPALIVE_TIMEOUT_MS,
-    "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
-  });
-}
+const CONNECT_PATH = AGENT_SERVICE.connect!.path;
 
 function loadTokenHashes(opts: ServerOptions): Buffer[] {
   const tokens = [...opts.agent.tokens];
@@ -95,10 +91,8 @@ export class Gateway {
   private readonly sockets = new SocketTracker();
   private readonly listeners: Server[] = [];
   private readonly grpcServers: GrpcServer[] = [];
-  private readonly injectors: ConnectionInjector[] = [];
   private readonly peerWatches: Http2PeerWatch[] = [];
   private readonly httpServers: RunningHttpServer[] = [];
-  private frontendGrpc: GrpcFrontendServer | null = null;
   private closed: Promise<void> | null = null;
   addresses!: GatewayAddresses;
 
@@ -120,12 +114,20 @@ export class Gateway {
       throw err;
     }
     deps.log.info({ serverId: opts.serverId, addresses: gw.addresses }, "gateway listening");
+    if (gw.addresses.frontend && opts.frontend.anonymousCallers) {
+      // Asked for by a flag (server-options.ts refuses it otherwise); still worth a line at every
+      // start, since a tunnel reaches everything the agents can.
+      deps.log.warn(
+        { frontend: gw.addresses.frontend, tls: opts.frontend.tls !== null },
+        "the TCP frontend accepts anonymous callers: anyone who can reach it can open tunnels into the cluster",
+      );
+    }
     return gw;
   }
 
-  /** Ready to serve dials: at least one agent connected, and not shutting down. */
+  /** Ready to serve dials: at least one agent connected and answering, and not shutting down. */
   get ready(): boolean {
-    return this.accepting && this.registry.size > 0;
+    return this.accepting && this.registry.responsiveCount > 0;
   }
 
   /** Dials and connections currently carried, across all agents. */
@@ -139,39 +141,54 @@ export class Gateway {
     const { opts, log } = this;
     const tokenHashes = loadTokenHashes(opts);
 
-    // Agents: TLS (optionally mTLS) and gRPC AgentService only.
     // Agents: TLS (optionally mTLS), then AgentService over gRPC (upstream agents, and ours
     // talking to an upstream server) or over kgw-tunnel/1 (ours), chosen by ALPN.
+    const liveness = {
+      probeIntervalMs: opts.agent.probeIntervalMs,
+      answerTimeoutMs: Math.min(AGENT_PROBE_ANSWER_MS, opts.agent.probeIntervalMs),
+      deadAfterMs: opts.agent.livenessTimeoutMs,
+    };
     const admission: AgentAdmissionDeps = {
       serverId: opts.serverId,
       serverCount: opts.serverCount,
       dialTimeoutMs: opts.backendDialTimeoutMs,
+      liveness,
       authenticate: staticAgentAuthenticator({ tokenHashes, acceptCertificates: opts.agent.tls.ca !== "" }),
       registry: this.registry,
       accepting: () => this.accepting,
       log: log.child({ component: "agent-listener" }),
       metrics: this.metrics,
     };
-    const agentGrpc = grpcServer(opts.agent.keepaliveMs);
-    agentGrpc.addService(AGENT_SERVICE, { connect: createAgentConnectHandler(admission) });
-    const agentInjector = this.inject(agentGrpc, "agent");
-    const acceptTunnel = createAgentTunnelHandler(admission, {
-      handshakeTimeoutMs: TLS_HANDSHAKE_TIMEOUT_MS,
+    // A frozen agent keeps its tunnels for the liveness timeout: no transport check may end
+    // them sooner.
+    const agentAnswerMs = Math.max(KEEPALIVE_TIMEOUT_MS, opts.agent.livenessTimeoutMs);
+    const agentWatch = this.peerWatch("agent", agentAnswerMs);
+    const agentGrpc = this.grpcServer({
+      methods: { [CONNECT_PATH]: createAgentConnectHandler(admission) },
+      maxMessageBytes: MAX_MESSAGE_BYTES,
       keepaliveMs: opts.agent.keepaliveMs,
-      keepaliveTimeoutMs: KEEPALIVE_TIMEOUT_MS,
+      keepaliveTimeoutMs: agentAnswerMs,
+      firstCallTimeoutMs: opts.handshakes.timeoutMs,
+      onSession: (session, transport) => agentWatch.watch(session, transport),
+      log: log.child({ component: "agent-listener", transport: "grpc" }),
+    });
+    const acceptTunnel = createAgentTunnelHandler(admission, {
+      handshakeTimeoutMs: opts.handshakes.timeoutMs,
+      keepaliveMs: opts.agent.keepaliveMs,
+      keepaliveTimeoutMs: agentAnswerMs,
     });
     const agentServer = createTlsServer({
       ...serverTlsSettings(opts.agent.tls, opts.tlsMinVersion, false, "cluster"),
       // Server preference decides: our agents offer both and get the tunnel, upstream agents
       // offer only h2.
       ALPNProtocols: [TUNNEL_ALPN, "h2"],
-      handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS,
+      handshakeTimeout: opts.handshakes.timeoutMs,
     });
     agentServer.on("secureConnection", (socket: TLSSocket) => {
       if (socket.alpnProtocol === TUNNEL_ALPN) void acceptTunnel(socket);
-      else injectTransport(agentInjector, socket);
+      else agentGrpc.accept(socket);
     });
-    this.track(agentServer, "agent");
+    this.track(agentServer, "agent", true);
 
     // Frontend: gRPC ProxyService and HTTP CONNECT on the same listeners.
     // One child logger per kind, not per connection: each costs a few hundred bytes.
@@ -182,10 +199,11 @@ export class Gateway {
       if (!this.accepting) throw new ShuttingDownError();
       return this.registry.dial(DEFAULT_TENANT, req, end);
     };
-    const frontendWatch = this.peerWatch("frontend");
-    const frontendGrpc = new GrpcFrontendServer({
+    const frontendWatch = this.peerWatch("frontend", KEEPALIVE_TIMEOUT_MS);
+    const frontendGrpc = this.grpcServer({
       methods: {
-        [PROXY_PATH]: (call) => {
+        [PROXY_PATH]: (request) => {
+          const call = request.accept();
           const session = new GrpcFrontendSession(call, dialer, frontendLog, this.metrics);
           this.frontendSessions.add(session);
           this.metrics.grpcConnections.inc({ service_method: "Proxy" });
@@ -198,10 +216,11 @@ export class Gateway {
       maxMessageBytes: MAX_MESSAGE_BYTES,
       keepaliveMs: opts.frontend.keepaliveMs,
       keepaliveTimeoutMs: KEEPALIVE_TIMEOUT_MS,
+      // Callers on TLS showed a certificate already; on the Unix socket, the file's permissions.
+      firstCallTimeoutMs: 0,
       onSession: (session, transport) => frontendWatch.watch(session, transport),
       log: frontendLog,
     });
-    this.frontendGrpc = frontendGrpc;
     const connectionOptions = (listener: string): FrontendConnectionOptions => ({
       listener,
       maxHeaderBytes: opts.frontend.maxHeaderBytes,
@@ -228,17 +247,17 @@ export class Gateway {
         ? createTlsServer({
             ...serverTlsSettings(opts.frontend.tls, opts.tlsMinVersion, true, "server"),
             ALPNProtocols: ["h2", "http/1.1"],
-            handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS,
+            handshakeTimeout: opts.handshakes.timeoutMs,
           }).on("secureConnection", (s) => acceptFrontendConnection(s, tcpOptions))
         : createNetServer((s) => acceptFrontendConnection(s, tcpOptions));
-      this.track(frontendServer, "frontend");
+      this.track(frontendServer, "frontend", opts.frontend.tls !== null);
       frontendAddress = await listenTcp(frontendServer, opts.frontend.port, opts.frontend.host);
     }
     let udsPath: string | null = null;
     if (opts.frontend.udsPath) {
       const udsOptions = connectionOptions("uds");
       const udsServer = createNetServer((s) => acceptFrontendConnection(s, udsOptions));
-      this.track(udsServer, "uds");
+      this.track(udsServer, "uds", false);
       udsPath = await listenUnix(udsServer, opts.frontend.udsPath, opts.frontend.deleteExistingUds);
     }
 
@@ -273,11 +292,18 @@ export class Gateway {
     };
   }
 
+  private grpcServer(options: GrpcServerOptions): GrpcServer {
+    const server = new GrpcServer(options);
+    this.grpcServers.push(server);
+    return server;
+  }
+
   /** A watch for the HTTP/2 sessions of `listener` (lib/transport/http2-peer-watch.ts). */
-  private peerWatch(listener: string): Http2PeerWatch {
+  private peerWatch(listener: string, answerMs: number): Http2PeerWatch {
     const log = this.log.child({ component: "http2-peer-watch", listener });
     const watch = new Http2PeerWatch({
       ...PEER_WATCH,
+      answerMs,
       disconnected: tcpPeerGone,
       onClosed: (reason) => {
         this.metrics.deadHttp2Peers.inc({ listener, reason });
@@ -288,23 +314,7 @@ export class Gateway {
     return watch;
   }
 
-  private inject(server: GrpcServer, listener: string): ConnectionInjector {
-    this.grpcServers.push(server);
-    const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
-    if (!raiseServerWindows(server)) {
-      this.log.warn("could not raise HTTP/2 windows (grpc-js internals changed); WAN throughput will suffer");
-    }
-    const watch = this.peerWatch(listener);
-    if (!watch.attach(server)) {
-      this.log.warn(
-        "cannot watch HTTP/2 sessions (grpc-js internals changed); dead peers may hold tunnels open",
-      );
-    }
-    this.injectors.push(injector);
-    return injector;
-  }
-
-  private track(server: Server, name: string): void {
+  private track(server: Server, name: string, tls: boolean): void {
     this.listeners.push(server);
     server.on("connection", (socket: Socket) => {
       // Tunnels carry interactive traffic (exec, port-forward) and small protocol answers
@@ -313,7 +323,22 @@ export class Gateway {
       socket.setNoDelay(true);
       this.sockets.add(socket);
     });
-    server.on("tlsClientError", (err: Error) => {
+    if (!tls) return;
+    const handshakes = this.metrics.tlsHandshakes.labels({ listener: name });
+    new HandshakeGate(this.opts.handshakes, {
+      refused: (reason) => {
+        this.metrics.rejectedConnections.inc({ listener: name, reason });
+        this.log.debug(
+          { listener: name, reason },
+          "refused a connection: too many TLS handshakes in progress",
+        );
+      },
+      changed: (inProgress) => handshakes.set(inProgress),
+    }).guard(server as TlsServer);
+    server.on("tlsClientError", (err: Error, socket: TLSSocket) => {
+      // Node reports a failed or timed-out handshake here and then leaves the socket open for
+      // as long as the client likes: close it, or half-open handshakes pile up without bound.
+      socket.destroy();
       this.metrics.rejectedConnections.inc({ listener: name, reason: "tls" });
       this.log.debug({ listener: name, err: err.message }, "TLS handshake failed");
     });
@@ -328,8 +353,7 @@ export class Gateway {
       this.accepting = false;
       this.log.info({ activeTunnels: this.activeTunnels }, "shutting down: waiting for open tunnels");
       for (const l of this.listeners) if (l.listening) l.close();
-      for (const i of this.injectors) i.drain(this.opts.gracefulShutdownMs);
-      this.frontendGrpc?.drain();
+      for (const g of this.grpcServers) g.drain();
       const deadline = Date.now() + this.opts.gracefulShutdownMs;
       while (this.activeTunnels > 0 && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
@@ -344,9 +368,7 @@ export class Gateway {
       this.accepting = false;
       for (const session of [...this.registry.all()]) session.close();
       for (const session of this.frontendSessions) session.abort();
-      for (const i of this.injectors) i.destroy();
-      this.frontendGrpc?.close();
-      for (const g of this.grpcServers) g.forceShutdown();
+      for (const g of this.grpcServers) g.close();
       for (const w of this.peerWatches) w.close();
       this.sockets.destroyAll();
       await Promise.all([...this.listeners.map(closeServer), ...this.httpServers.map((h) => h.close())]);

@@ -18,6 +18,7 @@ import {
   PacketType,
   packetTypeName,
 } from "../proto/packet.js";
+import { peerCloseKind } from "../transport/peer-close.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../tunnel/endpoints.js";
 import { PacketSink } from "../tunnel/packet-sink.js";
 import type { PacketStream } from "../tunnel/packet-stream.js";
@@ -51,7 +52,10 @@ export class GrpcFrontendSession {
     this.sink = new PacketSink(stream);
     this.readLatch = new PauseLatch(stream);
     stream.on("data", (packet: Packet) => this.onPacket(packet));
-    stream.on("error", (err: Error) => log.debug({ err }, "frontend stream error"));
+    stream.on("error", (err: Error) => {
+      // A caller that closed or reset its connection is a normal end (lib/transport/peer-close.ts).
+      if (!peerCloseKind(err)) log.debug({ err: err.message }, "frontend stream error");
+    });
     stream.once("end", () => this.finish(true));
     stream.once("close", () => this.finish(false));
   }

@@ -52,6 +52,8 @@ export class FramedPacketStream extends DecodingPacketStream {
   private lastReceived = Date.now();
   private pingSentAt = 0;
   private keepaliveTimer: NodeJS.Timeout | undefined;
+  /** Waiting for a sign of life from the peer (see `probe`). */
+  private probes: Array<() => void> = [];
 
   constructor(
     private readonly socket: Socket,
@@ -63,11 +65,13 @@ export class FramedPacketStream extends DecodingPacketStream {
     socket.on("data", (chunk: Buffer) => {
       this.lastReceived = Date.now();
       this.pingSentAt = 0;
+      if (this.probes.length > 0) this.answerProbes();
       this.decoder.push(chunk);
       this.flush();
     });
     socket.once("close", () => {
       clearTimeout(this.keepaliveTimer);
+      this.probes = [];
       this.closed();
     });
     this.scheduleKeepalive();
@@ -89,6 +93,20 @@ export class FramedPacketStream extends DecodingPacketStream {
 
   end(): void {
     this.socket.end();
+  }
+
+  /** A PING; anything the peer sends after it answers (a PONG may queue behind its data). */
+  probe(answered: () => void): void {
+    if (!this.socket.writable) return;
+    this.probes.push(answered);
+    if (this.probes.length === 1)
+      this.socket.write(encodeFrame(FrameType.PING, Buffer.alloc(PING_PAYLOAD_BYTES)));
+  }
+
+  private answerProbes(): void {
+    const waiting = this.probes;
+    this.probes = [];
+    for (const answered of waiting) answered();
   }
 
   destroy(err?: Error): void {

@@ -10,6 +10,7 @@ import { type GatewayError, HeadersTimeoutError, httpStatusFor } from "../errors
 import type { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import { ConnectHeadParser, type ConnectRequest, formatConnectResponse } from "./http-connect-parser.js";
+import { peerCloseKind } from "./peer-close.js";
 import { PrefixedDuplex } from "./prefixed-duplex.js";
 import { sniffProtocol } from "./protocol-sniffer.js";
 
@@ -88,5 +89,8 @@ export function acceptFrontendConnection(socket: Socket | TLSSocket, opts: Front
 
   socket.on("data", onData);
   socket.on("close", cleanup);
-  socket.on("error", (err) => opts.log.debug({ err, listener: opts.listener }, "frontend socket error"));
+  socket.on("error", (err) => {
+    if (!peerCloseKind(err))
+      opts.log.debug({ err: err.message, listener: opts.listener }, "frontend socket error");
+  });
 }

@@ -40,6 +40,8 @@ export const GRPC_RESPONSE_HEADERS = {
 export interface GrpcCallStreamOptions {
   maxMessageBytes: number;
   highWaterMark?: number;
+  /** Custom metadata for the response headers (AgentService's serverID, serverCount). */
+  metadata?: Readonly<Record<string, readonly string[]>> | undefined;
 }
 
 export class GrpcCallStream extends DecodingPacketStream {
@@ -52,7 +54,7 @@ export class GrpcCallStream extends DecodingPacketStream {
   ) {
     super(stream, opts.highWaterMark ?? CALL_WRITE_HIGH_WATER_BYTES);
     this.decoder = new GrpcMessageDecoder(opts.maxMessageBytes);
-    stream.respond(GRPC_RESPONSE_HEADERS, { waitForTrailers: true });
+    stream.respond({ ...opts.metadata, ...GRPC_RESPONSE_HEADERS }, { waitForTrailers: true });
     stream.on("wantTrailers", () => {
       const { code, message } = this.status;
       stream.sendTrailers(
@@ -101,6 +103,19 @@ export class GrpcCallStream extends DecodingPacketStream {
       s.write(message, cb);
     }
     return this.accepted();
+  }
+
+  probe(answered: () => void): void {
+    const session = this.stream.session;
+    if (!session || session.closed) return;
+    try {
+      // Node answers a PING from its own read loop; the ack proves the peer's process runs.
+      session.ping((err) => {
+        if (!err) answered();
+      });
+    } catch {
+      // Too many PINGs outstanding, or the session is closing: no answer is the answer.
+    }
   }
 
   /** Ends the call with status OK, after everything written. */

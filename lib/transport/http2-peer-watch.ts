@@ -20,8 +20,6 @@
 import type { Http2Session } from "node:http2";
 import { constants as osConstants } from "node:os";
 import type { Duplex } from "node:stream";
-import type { Server as GrpcServer } from "@grpc/grpc-js";
-import { http2ServersOf, transportOf } from "./grpc-http2-servers.js";
 
 export interface Http2PeerWatchOptions {
   /** How often sessions are looked at. */
@@ -72,7 +70,6 @@ export function tcpPeerGone(socket: Duplex): boolean {
 export class Http2PeerWatch {
   private readonly watched = new Map<Http2Session, Watched>();
   private timer: NodeJS.Timeout | null = null;
-  private readonly detach: (() => void)[] = [];
 
   constructor(private readonly opts: Http2PeerWatchOptions) {}
 
@@ -95,31 +92,12 @@ export class Http2PeerWatch {
     this.timer ??= setInterval(() => this.tick(), this.opts.tickMs).unref();
   }
 
-  /**
-   * Watches every session of `server`'s injectors whose socket came through `injectTransport`.
-   * False when grpc-js's HTTP/2 servers could not be found.
-   */
-  attach(server: GrpcServer): boolean {
-    const servers = http2ServersOf(server);
-    if (!servers) return false;
-    const onSession = (session: Http2Session) => {
-      const transport = transportOf(session);
-      if (transport) this.watch(session, transport);
-    };
-    for (const h2 of servers) {
-      h2.on("session", onSession);
-      this.detach.push(() => h2.off("session", onSession));
-    }
-    return true;
-  }
-
   get size(): number {
     return this.watched.size;
   }
 
   /** Stops watching everything, new sessions included (the sessions themselves are left alone). */
   close(): void {
-    for (const d of this.detach.splice(0)) d();
     this.watched.clear();
     this.stopTimer();
   }

@@ -4,17 +4,15 @@
  * With the 64 KiB default, one HTTP/2 stream moves at most 64 KiB per round trip: about 3 MB/s
  * over a 20 ms link, whatever the bandwidth. An agent stream carries every connection of that
  * agent, so its window bounds their sum. grpc-js sets client windows from the
- * `grpc-node.flow_control_window` channel option but leaves server sessions at the default, so
- * the agent port's are raised here (the frontend's gRPC server sets the same sizes itself): the
- * per-stream window in SETTINGS, and the connection window
+ * `grpc-node.flow_control_window` channel option; our gRPC server (grpc-server.ts, both the
+ * frontend and the agent port) sets the same sizes for its sessions: the per-stream window in
+ * SETTINGS, and the connection window
  * (which otherwise caps all streams of a session together at 64 KiB per round trip; on loopback
  * it held a gRPC caller's upload to the pace of the server's WINDOW_UPDATEs).
  *
  * A larger window means more data in flight when a peer dies mid-transfer; that case is
  * handled by `Http2PeerWatch`, not by keeping windows small.
  */
-import type { Server as GrpcServer } from "@grpc/grpc-js";
-import { http2ServersOf } from "./grpc-http2-servers.js";
 
 /** Per-stream window: 16 MiB per 20 ms RTT ≈ 800 MB/s for one agent stream. */
 export const HTTP2_STREAM_WINDOW_BYTES = 16 * 1024 * 1024;
@@ -28,17 +26,3 @@ export const HTTP2_CONNECTION_WINDOW_BYTES = HTTP2_STREAM_WINDOW_BYTES;
 
 /** Channel options for our gRPC clients (agent, tunnel client). */
 export const WAN_CHANNEL_OPTIONS = { "grpc-node.flow_control_window": HTTP2_STREAM_WINDOW_BYTES } as const;
-
-/**
- * Raises the windows of every HTTP/2 server grpc-js created for `server` (one per injector).
- * False when grpc-js's internals could not be found (see grpc-http2-servers.ts).
- */
-export function raiseServerWindows(server: GrpcServer): boolean {
-  const servers = http2ServersOf(server);
-  if (!servers) return false;
-  for (const h2 of servers) {
-    h2.updateSettings({ initialWindowSize: HTTP2_STREAM_WINDOW_BYTES });
-    h2.on("session", (session) => session.setLocalWindowSize(HTTP2_CONNECTION_WINDOW_BYTES));
-  }
-  return true;
-}

@@ -23,7 +23,12 @@ export interface FrontendEnd {
   deliver(data: Uint8Array, flushed?: () => void): boolean;
   /** Runs `cb` once `deliver` may be called again. */
   onceWritable(cb: () => void): void;
-  /** The backend side closed (destination closed, or the agent went away when `err` is set). */
+  /**
+   * The backend side closed: the destination closed normally, or, when `err` is set, the
+   * connection broke (agent gone, backend failed, protocol violation). The caller must be able to
+   * tell the two apart, or a truncated transfer looks complete: a CONNECT socket is reset, a gRPC
+   * caller gets CLOSE_RSP with the error.
+   */
   closed(err?: GatewayError): void;
 }
 

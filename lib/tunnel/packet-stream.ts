@@ -14,6 +14,13 @@ export interface PacketStream {
   readonly writableNeedDrain: boolean;
   readonly writableEnded: boolean;
   readonly destroyed: boolean;
+  /**
+   * Asks the peer for a sign of life below the packet layer (an HTTP/2 PING, a kgw-tunnel/1
+   * PING), which a live peer answers however busy or paused its packets are. `answered` runs at
+   * most once, when the peer answers; never when it does not. Absent where the transport cannot
+   * ask (grpc-js calls): liveness then rests on packets alone.
+   */
+  probe?(answered: () => void): void;
   on(event: "data", listener: (packet: Packet) => void): unknown;
   on(event: "error", listener: (err: Error) => void): unknown;
   on(event: "drain" | "end" | "close", listener: () => void): unknown;

@@ -1,4 +1,4 @@
-import { type RunningAgent, startAgent } from "../../lib/agent/agent.js";
+import { type AgentDeps, type RunningAgent, startAgent } from "../../lib/agent/agent.js";
 import { parseAgentOptions } from "../../lib/config/agent-options.js";
 import { AgentMetrics } from "../../lib/metrics/agent-metrics.js";
 import { AGENT_TOKEN, captureLogger } from "./gateway.js";
@@ -6,12 +6,13 @@ import type { TestPki } from "./pki.js";
 
 /**
  * Starts our real agent in-process against `agentPort`, authenticating with the test token,
- * with fast reconnects so restart scenarios finish quickly.
+ * with fast reconnects so restart scenarios finish quickly. `deps` injects e.g. a resolver.
  */
 export async function startTestAgent(
   pki: TestPki,
   agentPort: number,
   flags: string[] = [],
+  deps: Omit<Partial<AgentDeps>, "log" | "metrics"> = {},
 ): Promise<{ agent: RunningAgent; logs: string[] }> {
   const parsed = parseAgentOptions(
     [
@@ -32,7 +33,7 @@ export async function startTestAgent(
   );
   if (parsed.help) throw new Error("unexpected help");
   const { log, lines } = captureLogger();
-  const agent = await startAgent(parsed.options, { log, metrics: new AgentMetrics() });
+  const agent = await startAgent(parsed.options, { ...deps, log, metrics: new AgentMetrics() });
   return { agent, logs: lines };
 }
 

@@ -47,6 +47,8 @@ export interface HttpBackend {
 
 /**
  * GET /hello → "hello from the backend"; GET /bytes?n=N → N pattern bytes;
+ * GET /stream?n=N → N pattern bytes without a length, so that to an HTTP/1.0 client the body
+ * ends where the connection does (only the transport can tell a cut-off body from a whole one);
  * POST /sha256 → hex digest and length of the request body.
  */
 export async function startHttpBackend(): Promise<HttpBackend> {
@@ -58,6 +60,8 @@ export async function startHttpBackend(): Promise<HttpBackend> {
       const n = Number(url.searchParams.get("n") ?? "0");
       res.writeHead(200, { "content-length": String(n) });
       patternStream(n).pipe(res);
+    } else if (url.pathname === "/stream") {
+      patternStream(Number(url.searchParams.get("n") ?? "0")).pipe(res);
     } else if (url.pathname === "/sha256" && req.method === "POST") {
       const { hex, bytes } = await sha256Of(req);
       res.end(JSON.stringify({ sha256: hex, bytes }));

@@ -1,11 +1,12 @@
 /**
- * Keeps the benchmark (bench/, `npm run bench`) from rotting: runs it with tiny sizes and no
- * upstream column in a child process and checks that every scenario printed its table with a
- * figure in every row. No timing assertions: CI machines are too noisy for them, and the figures
- * belong to docs/PERFORMANCE.md, not to a test.
+ * Keeps the benchmark (bench/, `npm run bench`) from rotting: runs it with tiny sizes, two rounds
+ * and no upstream column in a child process and checks that every scenario printed its table with
+ * a figure for every round in every row, recorded the machine's other load per round, and left
+ * each child's output in a file of its own. No timing assertions: CI machines are too noisy for
+ * them, and the figures belong to docs/PERFORMANCE.md, not to a test.
  */
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -16,6 +17,8 @@ import { SCENARIOS } from "../../bench/scenarios/index.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 const RUN_MS = 110_000;
+/** Two, so that per-round ratios and ranges are exercised. */
+const ROUNDS = 2;
 
 interface Run {
   code: number | null;
@@ -61,7 +64,7 @@ function runBench(args: string[]): Promise<Run> {
 const isFigure = (c: Cell | undefined) =>
   c !== undefined && typeof c.value === "number" && Number.isFinite(c.value);
 
-describe("npm run bench -- --quick --upstream=off", () => {
+describe("npm run bench -- --quick --rounds 2 --upstream=off", () => {
   const dir = mkdtempSync(path.join(tmpdir(), "kgw-bench-smoke-"));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -69,17 +72,40 @@ describe("npm run bench -- --quick --upstream=off", () => {
     "prints a table for every scenario with a figure in every row",
     async () => {
       const json = path.join(dir, "results.json");
-      const run = await runBench(["--quick", "--upstream=off", "--json", json]);
+      const out = path.join(dir, "children");
+      const run = await runBench([
+        "--quick",
+        `--rounds=${ROUNDS}`,
+        "--upstream=off",
+        "--json",
+        json,
+        "--out-dir",
+        out,
+      ]);
       const why = `exit ${run.code}\n${run.stdout}\n${run.stderr.split("\n").slice(-60).join("\n")}`;
       expect(run.code, why).toBe(0);
 
       const results = JSON.parse(readFileSync(json, "utf8")) as BenchResults;
       expect(results.quick).toBe(true);
+      expect(results.rounds).toBe(ROUNDS);
       expect(results.machine.cores, why).toBeGreaterThan(0);
+      expect(results.outputDir).toBe(out);
+      expect(run.stdout).toContain(`log verbosity: ${results.verbosity}`);
       expect(results.scenarios.map((s) => s.name)).toEqual(SCENARIOS.map((s) => s.name));
       for (const scenario of results.scenarios) {
         expect(scenario.error, `${scenario.name}: ${why}`).toBeUndefined();
         expect(scenario.rows.length, scenario.name).toBeGreaterThan(0);
+        expect(
+          scenario.rounds?.map((r) => r.round),
+          scenario.name,
+        ).toEqual([1, 2]);
+        // Every child wrote into a file of its own under the scenario's section, none into a pipe.
+        expect(
+          scenario.logs?.map((l) => l.file),
+          scenario.name,
+        ).toContain("backend.log");
+        for (const l of scenario.logs ?? [])
+          expect(existsSync(path.join(out, scenario.name, l.file))).toBe(true);
         expect(run.stdout).toContain(scenario.title);
         for (const row of scenario.rows) {
           const where = `${scenario.name} / ${row.name}`;
@@ -89,6 +115,8 @@ describe("npm run bench -- --quick --upstream=off", () => {
             const cell = row.cells[system];
             expect(cell?.error, `${where} / ${system}`).toBeUndefined();
             expect(isFigure(cell) || typeof cell?.na === "string", `${where} / ${system}`).toBe(true);
+            // A figure is a median over rounds and keeps each round's.
+            if (isFigure(cell)) expect(cell?.rounds, `${where} / ${system}`).toHaveLength(ROUNDS);
           }
           // Ours always has a figure (calibration rows may leave it to the baselines).
           if (scenario.name !== "calibration") expect(isFigure(row.cells.kgw), where).toBe(true);

@@ -1,9 +1,11 @@
 /**
- * The frontend's gRPC server (lib/transport/grpc-frontend-server.ts) against a raw HTTP/2
+ * The frontend's gRPC server (lib/transport/grpc-server.ts) against a raw HTTP/2
  * client over mTLS: what a gRPC server owes callers that are not well-behaved gRPC clients, and
  * that each bad call closes only its own stream. Well-behaved clients (grpc-js, and the Go
  * konnectivity-client in test/interop) are covered by the end-to-end suites.
  */
+
+import { mkdtempSync, rmSync } from "node:fs";
 import {
   type ClientHttp2Session,
   type ClientHttp2Stream,
@@ -12,6 +14,10 @@ import {
   type IncomingHttpHeaders,
   type OutgoingHttpHeaders,
 } from "node:http2";
+import { connect as netConnect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Duplex } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GrpcCode } from "../../lib/errors.js";
 import { decodePacket, encodePacket } from "../../lib/proto/codec.js";
@@ -100,8 +106,8 @@ const messageOf = (a: Answer) =>
   decodeURIComponent(String(a.trailers["grpc-message"] ?? a.headers["grpc-message"]));
 
 /** Proxy calls the gateway holds open (the upstream metric), to see that ended calls are gone. */
-async function openCalls(): Promise<number> {
-  const { values } = await t.gw.metrics.grpcConnections.get();
+async function openCalls(g: TestGateway = t): Promise<number> {
+  const { values } = await g.gw.metrics.grpcConnections.get();
   return values.find((v) => v.labels.service_method === "Proxy")?.value ?? 0;
 }
 
@@ -283,5 +289,57 @@ describe("the frontend gRPC server", () => {
     expect(await goaway).toBe(constants.NGHTTP2_NO_ERROR);
     expect((await answer).rstCode).toBe(constants.NGHTTP2_CANCEL);
     s.destroy();
+  });
+
+  it("takes a Go client's closing GOAWAY, which names its own stream, as a normal close", async () => {
+    // grpc-go (kube-apiserver's konnectivity-client, over the Unix socket) ends a connection with
+    // a GOAWAY whose last-stream-ID is a stream it opened (golang/go#80759); nghttp2 calls that
+    // a protocol error. Node's client never sends such a frame, so it is written onto the wire
+    // beside it.
+    const dir = mkdtempSync(join(tmpdir(), "kgw-goaway-"));
+    const uds = join(dir, "frontend.sock");
+    const g = await startTestGateway([`--uds-name=${uds}`]);
+    const raw = netConnect(uds);
+    await new Promise((r) => raw.once("connect", r));
+    // A JS stream between Node's HTTP/2 client and the socket, so bytes can be added beside it.
+    const wire = new Duplex({
+      write(chunk, _enc, cb) {
+        raw.write(chunk, cb);
+      },
+      read() {
+        raw.resume();
+      },
+    });
+    raw.on("data", (d) => {
+      if (!wire.push(d)) raw.pause();
+    });
+    raw.on("end", () => wire.push(null));
+    raw.on("error", () => {});
+    const s = connect("http://localhost", { createConnection: () => wire });
+    s.on("error", () => {});
+    const { stream } = call(PROXY, s);
+    stream.on("error", () => {});
+    await new Promise((r) => stream.once("response", r));
+    const before = g.logs.length;
+    const goaway = Buffer.alloc(9 + 8);
+    goaway.writeUIntBE(8, 0, 3); // length
+    goaway[3] = 0x7; // GOAWAY
+    goaway.writeUInt32BE(1, 9); // last-stream-ID: the client's own stream 1
+    goaway.writeUInt32BE(constants.NGHTTP2_NO_ERROR, 13);
+    raw.write(goaway);
+    await waitFor(async () => (await openCalls(g)) === 0, 5000, "the call closed");
+    const closedByPeer = () => g.logs.slice(before).some((l) => l.includes("closed by the peer"));
+    await waitFor(closedByPeer, 2000, "the close logged as the peer's");
+    s.destroy();
+    raw.destroy();
+    const logged = g.logs
+      .slice(before)
+      .map((l) => JSON.parse(l) as { msg: string; how?: string; level: string });
+    await g.gw.close();
+    rmSync(dir, { recursive: true, force: true });
+    expect(logged.filter((l) => /error/i.test(l.msg))).toEqual([]);
+    expect(logged.filter((l) => l.msg === "HTTP/2 connection closed by the peer")).toEqual([
+      expect.objectContaining({ how: "peer ended HTTP/2 with an invalid frame", level: "debug" }),
+    ]);
   });
 });

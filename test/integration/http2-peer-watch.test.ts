@@ -1,7 +1,7 @@
 /**
  * Http2PeerWatch against real HTTP/2 sessions and real peer processes: killed while we write to
- * them (the case Node's HTTP/2 never reports), frozen, and alive but quiet; and the sessions
- * grpc-js makes found on every kind of injected transport.
+ * them (the case Node's HTTP/2 never reports), frozen, and alive but quiet; and the sessions of
+ * our gRPC server watched on every kind of transport it is handed.
  */
 import { type ChildProcess, fork } from "node:child_process";
 import {
@@ -13,12 +13,12 @@ import {
 import { type AddressInfo, createServer as createNetServer } from "node:net";
 import { createServer as createTlsServer, type TLSSocket, type Server as TlsServer } from "node:tls";
 import { fileURLToPath } from "node:url";
-import { Server as GrpcServer, ServerCredentials } from "@grpc/grpc-js";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { injectTransport } from "../../lib/transport/grpc-http2-servers.js";
+import { GrpcServer } from "../../lib/transport/grpc-server.js";
 import { Http2PeerWatch, type PeerGoneReason, tcpPeerGone } from "../../lib/transport/http2-peer-watch.js";
 import { PrefixedDuplex } from "../../lib/transport/prefixed-duplex.js";
 import { waitFor } from "../helpers/agent.js";
+import { captureLogger } from "../helpers/gateway.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
 
 const PEER = fileURLToPath(new URL("../helpers/h2-download-peer.ts", import.meta.url));
@@ -155,15 +155,21 @@ describe("Http2PeerWatch", () => {
     await new Promise<void>((r) => client.close(() => r()));
   });
 
-  it("finds the sessions grpc-js makes, on sockets and on sniffed streams alike", async () => {
-    const grpcServer = new GrpcServer();
-    const injector = grpcServer.createConnectionInjector(ServerCredentials.createInsecure());
+  it("watches our gRPC server's sessions, on sockets and on sniffed streams alike", async () => {
     const watch = new Http2PeerWatch({ tickMs: 50, stallMs: 100, answerMs: 1000 });
-    expect(watch.attach(grpcServer)).toBe(true);
+    const grpcServer = new GrpcServer({
+      methods: {},
+      maxMessageBytes: 1024,
+      keepaliveMs: 0,
+      keepaliveTimeoutMs: 0,
+      firstCallTimeoutMs: 0,
+      onSession: (session, transport) => watch.watch(session, transport),
+      log: captureLogger().log,
+    });
     let n = 0;
     const server = createNetServer((socket) => {
       // The second connection arrives the way a sniffed Unix-socket caller does.
-      injectTransport(injector, n++ === 0 ? socket : new PrefixedDuplex(socket, Buffer.alloc(0)));
+      grpcServer.accept(n++ === 0 ? socket : new PrefixedDuplex(socket, Buffer.alloc(0)));
     });
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -175,8 +181,7 @@ describe("Http2PeerWatch", () => {
     second.destroy();
     await waitFor(() => watch.size === 0, 3000, "both forgotten once closed");
     watch.close();
-    injector.destroy();
-    grpcServer.forceShutdown();
+    grpcServer.close();
     await new Promise<void>((r) => server.close(() => r()));
   });
 });

@@ -2,7 +2,8 @@
  * Processes coming and going: agents killed, restarted and draining, servers restarted and shut
  * down gracefully, dials cancelled mid-flight. Ends with a check that nothing leaked.
  */
-import { fork } from "node:child_process";
+import { fork, spawn } from "node:child_process";
+import type { Duplex } from "node:stream";
 import { connect as tlsConnect } from "node:tls";
 import { fileURLToPath } from "node:url";
 import { credentials } from "@grpc/grpc-js";
@@ -79,6 +80,54 @@ function grpcClient(t: TestGateway): TunnelClient {
   );
 }
 
+/**
+ * curl downloading `path` from the backend through the gateway's mTLS CONNECT frontend, as
+ * HTTP/1.0 so that a body without a length ends where the connection does. Resolves to curl's
+ * exit code.
+ */
+function curlDownload(t: TestGateway, path: string): { received(): number; exited: Promise<number | null> } {
+  const f = t.pki.files;
+  const child = spawn(
+    "curl",
+    [
+      "--silent",
+      "--http1.0",
+      "--max-time",
+      "60",
+      "--proxytunnel",
+      "--proxy",
+      `https://localhost:${t.gw.addresses.frontend!.port}`,
+      "--proxy-cacert",
+      f.caCert,
+      "--proxy-cert",
+      f.frontendCert,
+      "--proxy-key",
+      f.frontendKey,
+      `http://${backend.address}${path}`,
+    ],
+    { stdio: ["ignore", "pipe", "ignore"] },
+  );
+  let received = 0;
+  child.stdout!.on("data", (c: Buffer) => {
+    received += c.length;
+  });
+  return {
+    received: () => received,
+    exited: new Promise((resolve) => {
+      child.once("exit", (code) => resolve(code));
+      child.once("error", () => resolve(null)); // no curl on this machine
+    }),
+  };
+}
+
+/** How a caller's stream ends: the error's code, or "end" for a clean end of stream. */
+function howItEnds(stream: Duplex): Promise<string> {
+  return new Promise((resolve) => {
+    stream.once("error", (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+    stream.once("end", () => resolve("end"));
+  });
+}
+
 function agentProcessArgs(t: TestGateway): string[] {
   return [
     "agent",
@@ -102,7 +151,7 @@ describe("an agent process that dies", () => {
     ["kgw-tunnel/1", "auto", 1000],
     ["gRPC", "grpc", 2000],
   ])(
-    "over %s: tells callers of a killed agent promptly, and serves again once restarted",
+    "over %s: tells callers of a killed agent promptly, as an error, and serves again once restarted",
     async (_name, transport, promptMs) => {
       const t = await startTestGateway();
       const env = { KGW_AGENT_TOKEN: AGENT_TOKEN };
@@ -110,7 +159,8 @@ describe("an agent process that dies", () => {
       const first = spawnKgw(args, env);
       await waitFor(() => t.gw.ready, 15_000, "agent process connected");
 
-      // A download that is still running when the agent is killed.
+      // Downloads that are still running when the agent is killed: two over CONNECT (Node's
+      // client, and curl reading a body that ends with the connection), one over gRPC.
       const r = await within(connectThrough(tlsProxy(t), backend.address), 5000, "CONNECT");
       expect(r.status).toBe(200);
       const res = await within(
@@ -126,12 +176,33 @@ describe("an agent process that dies", () => {
         res.on("error", () => resolve(Date.now()));
         res.on("close", () => resolve(Date.now()));
       });
-      await waitFor(() => received > 1024 * 1024, 10_000, "download under way");
+      const grpc = grpcClient(t);
+      const tunnel = await within(grpc.dial(backend.address), 5000, "gRPC dial");
+      const grpcEnd = howItEnds(tunnel);
+      let grpcReceived = 0;
+      tunnel.on("data", (c: Buffer) => {
+        grpcReceived += c.length;
+      });
+      tunnel.write(`GET /bytes?n=${1024 * 1024 * 1024} HTTP/1.1\r\nHost: backend\r\n\r\n`);
+      const curl = curlDownload(t, `/stream?n=${1024 * 1024 * 1024}`);
+      await waitFor(
+        () => received > 1024 * 1024 && grpcReceived > 1024 * 1024 && curl.received() > 1024 * 1024,
+        10_000,
+        "downloads under way",
+      );
       const killedAt = Date.now();
       first.child.kill("SIGKILL");
       const closedAt = await within(closed, 5000, "client told of the lost agent");
       expect(closedAt - killedAt).toBeLessThan(promptMs);
       expect(received).toBeLessThan(1024 * 1024 * 1024);
+      // A broken tunnel must not look like a finished one. The CONNECT socket is reset, not
+      // ended: after a FIN, curl would report this cut-off body as complete (exit 0); a reset is
+      // "Recv failure: Connection reset by peer" (56). (Node's own client cannot be asked: libuv
+      // reports a reset that arrives behind unread data as EOF.) The gRPC caller gets CLOSE_RSP
+      // with an error.
+      expect(await within(curl.exited, 5000, "curl exit")).toBe(56);
+      expect(await within(grpcEnd, 5000, "gRPC tunnel ended")).toBe("ERR_CONNECTION_BROKEN");
+      grpc.close();
       await waitFor(() => !t.gw.ready, 5000, "gateway noticed");
 
       const second = spawnKgw(args, env);
@@ -147,6 +218,40 @@ describe("an agent process that dies", () => {
         signal: null,
       });
       await within(first.exited, 5000, "killed agent reaped");
+      await t.gw.close();
+    },
+  );
+});
+
+describe("an idle agent process that gets SIGTERM", () => {
+  // With nothing open the agent drains at once and stops: the DRAIN it sent just before must
+  // still reach the server, ahead of the end of its stream, every time.
+  it.each([
+    ["kgw-tunnel/1", "auto"],
+    ["gRPC", "grpc"],
+  ])(
+    "over %s: its DRAIN reaches the server before the stream ends, five times in five",
+    async (_name, transport) => {
+      const t = await startTestGateway();
+      // At info level the agent logs when it holds the stream: the server accepts it a moment
+      // before, and a signal in between would find no stream to drain.
+      const args = [...agentProcessArgs(t), `--server-transport=${transport}`, "--log-level=info"];
+      for (let round = 1; round <= 5; round++) {
+        const agent = spawnKgw(args, { KGW_AGENT_TOKEN: AGENT_TOKEN });
+        await waitFor(
+          () => t.gw.ready && agent.output.join("").includes("connected to proxy server"),
+          15_000,
+          `round ${round}: agent connected`,
+        );
+        const [session] = [...t.gw.registry.all()];
+        agent.child.kill("SIGTERM");
+        expect(await within(agent.exited, 15_000, `round ${round}: agent exit`)).toEqual({
+          code: 0,
+          signal: null,
+        });
+        await waitFor(() => session!.isClosed, 5000, `round ${round}: session closed`);
+        expect({ round, draining: session!.draining }).toEqual({ round, draining: true });
+      }
       await t.gw.close();
     },
   );

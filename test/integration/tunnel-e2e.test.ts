@@ -84,6 +84,25 @@ describe.each(frontends)("through %s", (_name, opener) => {
     expect(await bodyText(res)).toBe("hello from the backend");
   });
 
+  it("leaves a debug line per established dial, naming the agent and the connection", async () => {
+    const before = t.logs.length;
+    const socket = await opener()(backend.address);
+    const line = () =>
+      t.logs
+        .slice(before)
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .find((l) => l.msg === "dial established");
+    await waitFor(() => line() !== undefined, 2000, "the dial logged");
+    expect(line()).toMatchObject({
+      level: "debug",
+      address: backend.address,
+      agentId: expect.any(String),
+      connectId: expect.stringMatching(/^\d+$/),
+      dialMs: expect.any(Number),
+    });
+    socket.destroy();
+  });
+
   it("ends cleanly when the backend closes the connection", async () => {
     const socket = await opener()(backend.address);
     const errors: Error[] = [];

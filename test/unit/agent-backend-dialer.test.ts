@@ -1,10 +1,18 @@
 import { once } from "node:events";
-import { type AddressInfo, createServer, type Server, Socket } from "node:net";
+import { type AddressInfo, createServer, isIP, type Server, Socket } from "node:net";
 import { Duplex } from "node:stream";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { BackendDialer } from "../../lib/agent/backend-dialer.js";
 import { ConnectIdAllocator } from "../../lib/agent/connect-ids.js";
-import { defaultSocketFactory, parseDialTarget, type SocketFactory } from "../../lib/agent/dial-target.js";
+import { type DestinationPolicy, dropInDestinationPolicy } from "../../lib/agent/destination-policy.js";
+import {
+  defaultSocketFactory,
+  parseDialTarget,
+  type ResolvedTarget,
+  type SocketFactory,
+} from "../../lib/agent/dial-target.js";
+import { type HostResolver, type ResolvedAddress, systemResolver } from "../../lib/agent/host-resolver.js";
+import { agentDialError } from "../../lib/errors.js";
 import { AgentMetrics } from "../../lib/metrics/agent-metrics.js";
 import { silentLogger } from "../../lib/observability/logger.js";
 import {
@@ -94,7 +102,35 @@ const connections = (server: Server) =>
     server.getConnections((err, n) => (err ? reject(err) : resolve(n))),
   );
 
-function setup(opts: { connectSocket?: SocketFactory; dialTimeoutMs?: number; holdWrites?: boolean } = {}) {
+/**
+ * Names the tests use, so that no test queries DNS; literals resolve as dns.lookup resolves
+ * them, without a query. 192.0.2.0/24 is TEST-NET-1: only ever given to sockets that never connect.
+ */
+const NAMES: Record<string, ResolvedAddress[]> = {
+  "unreachable.invalid": [{ address: "192.0.2.1", family: 4 }],
+  "backend.test": [{ address: "127.0.0.1", family: 4 }],
+  "metadata.test": [{ address: "169.254.169.254", family: 4 }],
+  "mixed.test": [
+    { address: "192.0.2.7", family: 4 },
+    { address: "::ffff:169.254.169.254", family: 6 },
+  ],
+};
+const testResolver: HostResolver = async (host) => {
+  const known = NAMES[host];
+  if (known) return known;
+  if (isIP(host)) return systemResolver(host);
+  throw new Error(`getaddrinfo ENOTFOUND ${host}`);
+};
+
+function setup(
+  opts: {
+    connectSocket?: SocketFactory;
+    dialTimeoutMs?: number;
+    holdWrites?: boolean;
+    resolveHost?: HostResolver;
+    destinationPolicy?: DestinationPolicy;
+  } = {},
+) {
   const fake = fakeServerStream({ holdWrites: opts.holdWrites });
   const metrics = new AgentMetrics();
   const agentSockets: Socket[] = [];
@@ -107,6 +143,8 @@ function setup(opts: { connectSocket?: SocketFactory; dialTimeoutMs?: number; ho
       agentSockets.push(s);
       return s;
     },
+    resolveHost: opts.resolveHost ?? testResolver,
+    destinationPolicy: opts.destinationPolicy,
     log: silentLogger(),
     metrics,
   });
@@ -185,7 +223,8 @@ describe("BackendDialer", () => {
   it("DIAL_CLS cancels a pending dial: socket destroyed, nothing sent", async () => {
     const ctx = setup({ connectSocket: () => new Socket(), dialTimeoutMs: 60_000 });
     ctx.deliver(dialRequest("unreachable.invalid:443", 5n));
-    await vi.waitFor(() => expect(ctx.dialer.load).toBe(1));
+    await vi.waitFor(() => expect(ctx.agentSockets).toHaveLength(1)); // resolved, connecting
+    expect(ctx.dialer.load).toBe(1);
     ctx.deliver(closeDial(5n));
     await vi.waitFor(() => expect(ctx.dialer.load).toBe(0));
     expect(ctx.agentSockets[0]!.destroyed).toBe(true);
@@ -341,6 +380,116 @@ describe("parseDialTarget", () => {
     expect(parseDialTarget("tcp", address)).toEqual({
       ok: false,
       error: `dial tcp ${address}: address ${why}`,
+    });
+  });
+});
+
+/**
+ * The destination policy runs between resolution and connect. Every socket factory here returns
+ * a socket that never connects, so that even a broken check could not send a packet to a
+ * link-local address; `attempts` records what would have been dialed.
+ */
+describe("BackendDialer destination policy", () => {
+  function guarded(opts: Parameters<typeof setup>[0] = {}) {
+    const attempts: ResolvedTarget[] = [];
+    const ctx = setup({
+      dialTimeoutMs: 60_000,
+      ...opts,
+      connectSocket: (t) => {
+        attempts.push(t);
+        return new Socket();
+      },
+    });
+    return { ...ctx, attempts };
+  }
+  const refusals = async (ctx: ReturnType<typeof setup>) =>
+    (await ctx.metrics.destinationRefusals.get()).values.map((v) => ({ labels: v.labels, value: v.value }));
+
+  it("refuses a name that resolves to a link-local address, before any connect", async () => {
+    const ctx = guarded();
+    ctx.deliver(dialRequest("metadata.test:80", 1n));
+    const rsp = await vi.waitFor(() => dialResponses(ctx.sent)[0] ?? Promise.reject(new Error("waiting")));
+    expect(rsp).toMatchObject({ random: 1n, connectId: 0n });
+    expect(rsp.error).toBe(
+      "dial tcp metadata.test:80: destination not allowed: metadata.test resolves to 169.254.169.254, which is link-local (cloud instance metadata and credentials live there); the agent refuses it unless started with --allow-link-local-destinations",
+    );
+    expect(ctx.attempts).toEqual([]);
+    expect(ctx.dialer.load).toBe(0);
+    // The server types it from the text: CONNECT 403, gRPC PERMISSION_DENIED.
+    expect(agentDialError(rsp.error).code).toBe("ERR_DESTINATION_NOT_ALLOWED");
+    expect(await refusals(ctx)).toEqual([{ labels: { rule: "link_local" }, value: 1 }]);
+    expect((await ctx.metrics.endpointDialFailures.get()).values).toEqual([]);
+  });
+
+  it.each([
+    ["169.254.169.254:80", "169.254.169.254 is link-local"],
+    ["[::ffff:169.254.169.254]:80", "::ffff:169.254.169.254 is link-local"],
+    ["[fe80::1]:10250", "fe80::1 is link-local"],
+    ["[fd00:ec2::254]:80", "fd00:ec2::254 is the AWS instance metadata service"],
+    ["mixed.test:443", "mixed.test resolves to ::ffff:169.254.169.254, which is link-local"],
+  ])("refuses %s without dialing", async (address, why) => {
+    const ctx = guarded();
+    ctx.deliver(dialRequest(address, 2n));
+    const rsp = await vi.waitFor(() => dialResponses(ctx.sent)[0] ?? Promise.reject(new Error("waiting")));
+    expect(rsp.error).toContain(`dial tcp ${address}: destination not allowed: ${why}`);
+    expect(ctx.attempts).toEqual([]);
+  });
+
+  it("dials link-local addresses when the policy allows them, and only the addresses it checked", async () => {
+    const ctx = guarded({ destinationPolicy: dropInDestinationPolicy({ allowLinkLocal: true }) });
+    ctx.deliver(dialRequest("metadata.test:80", 3n));
+    await vi.waitFor(() => expect(ctx.attempts).toHaveLength(1));
+    expect(ctx.attempts[0]).toEqual({
+      host: "metadata.test",
+      port: 80,
+      addresses: [{ address: "169.254.169.254", family: 4 }],
+    });
+    ctx.deliver(closeDial(3n)); // the socket never connects; let the dial go
+    await vi.waitFor(() => expect(ctx.dialer.load).toBe(0));
+    expect(await refusals(ctx)).toEqual([]);
+  });
+
+  it("connects to the resolved addresses, not to a second lookup of the name", async () => {
+    const be = await backend();
+    // backend.test exists only in the test resolver: DNS would not find it.
+    const ctx = setup();
+    ctx.deliver(dialRequest(`backend.test:${be.port}`, 4n));
+    const rsp = await vi.waitFor(() => dialResponses(ctx.sent)[0] ?? Promise.reject(new Error("waiting")));
+    expect(rsp.error).toBe("");
+    expect(ctx.agentSockets[0]!.remoteAddress).toBe("127.0.0.1");
+  });
+
+  it("DIAL_CLS while resolving: the answer is dropped and nothing is dialed", async () => {
+    let answer!: (a: ResolvedAddress[]) => void;
+    const ctx = guarded({ resolveHost: () => new Promise((resolve) => (answer = resolve)) });
+    ctx.deliver(dialRequest("metadata.test:80", 5n));
+    await vi.waitFor(() => expect(answer).toBeDefined());
+    ctx.deliver(closeDial(5n));
+    expect(ctx.dialer.load).toBe(0);
+    answer([{ address: "10.0.0.5", family: 4 }]);
+    await new Promise((r) => setImmediate(r));
+    expect(ctx.attempts).toEqual([]);
+    expect(ctx.sent).toEqual([]);
+  });
+
+  it("a resolution that outlasts the dial timeout is a timeout", async () => {
+    const ctx = guarded({ dialTimeoutMs: 50, resolveHost: () => new Promise(() => {}) });
+    ctx.deliver(dialRequest("slow-dns.test:80", 6n));
+    const rsp = await vi.waitFor(() => dialResponses(ctx.sent)[0] ?? Promise.reject(new Error("waiting")));
+    expect(rsp.error).toBe("dial tcp slow-dns.test:80: i/o timeout");
+    expect(ctx.attempts).toEqual([]);
+  });
+
+  it("a failed resolution is a dial failure with the resolver's words", async () => {
+    const ctx = guarded();
+    ctx.deliver(dialRequest("nowhere.test:80", 7n));
+    const rsp = await vi.waitFor(() => dialResponses(ctx.sent)[0] ?? Promise.reject(new Error("waiting")));
+    expect(rsp.error).toBe("dial tcp nowhere.test:80: getaddrinfo ENOTFOUND nowhere.test");
+    expect(agentDialError(rsp.error).code).toBe("ERR_DIAL_FAILED");
+    expect(ctx.attempts).toEqual([]);
+    expect((await ctx.metrics.endpointDialFailures.get()).values[0]).toMatchObject({
+      labels: { reason: "unknown" },
+      value: 1,
     });
   });
 });

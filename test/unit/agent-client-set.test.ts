@@ -29,6 +29,11 @@ class FakeLink
     this.emit("closed", reason);
   }
 
+  end(reason: string): Promise<void> {
+    this.close(reason);
+    return Promise.resolve();
+  }
+
   setLoad(load: number): void {
     this.load = load;
     this.emit("load", load);

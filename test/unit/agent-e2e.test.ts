@@ -17,6 +17,7 @@ import { AgentMetrics } from "../../lib/metrics/agent-metrics.js";
 import { createLogger } from "../../lib/observability/logger.js";
 import { dataPacket, dialRequest, type Packet, PacketType } from "../../lib/proto/packet.js";
 import { AGENT_SERVICE } from "../../lib/transport/grpc-services.js";
+import { waitFor } from "../helpers/agent.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
 
 interface Stream {
@@ -57,7 +58,11 @@ async function fakeProxyServer(script: FakeServerScript) {
       const finished = () => {
         s.ended = true;
       };
-      call.on("end", finished);
+      // As upstream's Connect handler returns on the agent's EOF: the call ends with OK.
+      call.on("end", () => {
+        finished();
+        call.end();
+      });
       call.on("cancelled", finished);
       const serverId = script.serverIdFor(n);
       if (serverId === null) {
@@ -107,6 +112,7 @@ function options(port: number, overrides: Partial<AgentOptions> = {}): AgentOpti
     auth: { tokenPath: "", token: "" },
     sync: { intervalMs: 20, intervalCapMs: 100, probeIntervalMs: 50 },
     dialTimeoutMs: 2_000,
+    destinations: { allowLinkLocal: false },
     drainTimeoutMs: 5_000,
     health: { host: "127.0.0.1", port: 0 },
     admin: { host: "127.0.0.1", port: 0 },
@@ -176,6 +182,16 @@ describe("agent against a proxy server", () => {
     expect(lines.join("")).not.toContain("tok-very-secret");
   });
 
+  it("serves /metrics on the admin port only: the health port listens on every interface", async () => {
+    const fake = await fakeProxyServer({ serverIdFor: () => "s1", serverCount: 1 });
+    const agent = await start(options(fake.port));
+    expect(await get(agent.healthAddress, "/metrics")).toMatchObject({ status: 404 });
+    const metrics = await get(agent.adminAddress, "/metrics");
+    expect(metrics.status).toBe(200);
+    expect(metrics.body).toContain("kgw_agent_destination_refusals_total");
+    expect(await get(agent.healthAddress, "/healthz")).toEqual({ status: 200, body: "ok" });
+  });
+
   it("is not ready while no server can be reached", async () => {
     const fake = await fakeProxyServer({ serverIdFor: () => null, serverCount: 1 });
     const agent = await start(options(fake.port));
@@ -242,8 +258,10 @@ describe("agent against a proxy server", () => {
     await agent.stop();
     await vi.waitFor(() => expect(fake.live()).toHaveLength(0));
     await vi.waitFor(async () => expect(await connections(backend)).toBe(0));
-    // No socket and no timer of the agent outlives stop() (the test servers are listeners).
-    await vi.waitFor(() => expect(liveHandles()).toEqual([]));
+    // No socket and no timer of the agent outlives stop() (the test servers are listeners). The
+    // channel's socket closes just after; polled with a sleep, since vi.waitFor's own timers
+    // would count as live while it polls.
+    await waitFor(() => liveHandles().length === 0, 2000, "no socket or timer left");
   });
 
   it("drops every backend connection when the server stream fails", async () => {

@@ -21,6 +21,7 @@ describe("parseAgentOptions", () => {
       auth: { tokenPath: "", token: "" },
       sync: { intervalMs: 1_000, intervalCapMs: 10_000, probeIntervalMs: 1_000 },
       dialTimeoutMs: 10_000,
+      destinations: { allowLinkLocal: false },
       drainTimeoutMs: 25_000,
       health: { host: "", port: 8093 },
       admin: { host: "127.0.0.1", port: 8094 },
@@ -74,6 +75,12 @@ describe("parseAgentOptions", () => {
       health: { port: 0 },
       admin: { port: 0 },
     });
+  });
+
+  it("refuses link-local destinations unless --allow-link-local-destinations says otherwise", () => {
+    expect(parse([]).destinations).toEqual({ allowLinkLocal: false });
+    expect(parse(["--allow-link-local-destinations"]).destinations).toEqual({ allowLinkLocal: true });
+    expect(parse(["--allow-link-local-destinations=false"]).destinations).toEqual({ allowLinkLocal: false });
   });
 
   it("accepts upstream's agent identifiers", () => {

@@ -8,6 +8,17 @@ describe("dial errors reported by agents map to HTTP status as upstream maps the
     ["dial tcp 10.0.0.5:10250: socket: too many open files", 503, "ERR_NO_AGENT"],
     ["dial tcp 10.0.0.5:10250: connect: connection refused", 502, "ERR_DIAL_FAILED"],
     ["dial tcp: lookup nowhere.invalid: no such host", 502, "ERR_DIAL_FAILED"],
+    // Our agent's policy refusal (lib/agent/destination-policy.ts), whatever the host name says.
+    [
+      "dial tcp metadata.google.internal:80: destination not allowed: 169.254.169.254 is link-local",
+      403,
+      "ERR_DESTINATION_NOT_ALLOWED",
+    ],
+    [
+      "dial tcp timeout.example:80: destination not allowed: fe80::1 is link-local",
+      403,
+      "ERR_DESTINATION_NOT_ALLOWED",
+    ],
   ])("%s → %d", (text, status, code) => {
     const err = agentDialError(text);
     expect(httpStatusFor(err)).toBe(status);
@@ -18,5 +29,9 @@ describe("dial errors reported by agents map to HTTP status as upstream maps the
   it("maps unknown failures to 500 and UNAVAILABLE for a missing agent", () => {
     expect(httpStatusFor(new Error("boom"))).toBe(500);
     expect(grpcStatusFor(new NoAgentError())).toBe(14);
+  });
+
+  it("maps a refused destination to PERMISSION_DENIED on gRPC", () => {
+    expect(grpcStatusFor(agentDialError("dial tcp 169.254.169.254:80: destination not allowed"))).toBe(7);
   });
 });

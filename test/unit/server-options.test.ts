@@ -6,6 +6,7 @@ import { ConfigError } from "../../lib/errors.js";
 const base = [
   "--server-cert=s.pem",
   "--server-key=s-key.pem",
+  "--server-ca-cert=ca.pem",
   "--cluster-cert=c.pem",
   "--cluster-key=c-key.pem",
   "--cluster-ca-cert=ca.pem",
@@ -56,7 +57,7 @@ describe("kgw server options", () => {
   });
 
   it("serves only the Unix socket when no frontend certificate is given", () => {
-    const o = parse(["--uds-name=/tmp/k.sock", ...base.slice(2)]);
+    const o = parse(["--uds-name=/tmp/k.sock", ...base.slice(3)]);
     expect(o.frontend.port).toBeNull();
     expect(o.frontend.udsPath).toBe("/tmp/k.sock");
   });
@@ -81,6 +82,46 @@ describe("kgw server options", () => {
       expect(err).toBeInstanceOf(ConfigError);
       expect((err as Error).message).not.toContain("\n");
     }
+  });
+
+  it("requires client certificates on the TLS frontend unless anonymous callers are asked for", () => {
+    const tlsOnly = base.filter((a) => !a.startsWith("--server-ca-cert"));
+    expect(() => parse(tlsOnly)).toThrow(
+      new ConfigError(
+        "--server-cert without --server-ca-cert lets anyone who reaches the frontend open tunnels: give --server-ca-cert (mTLS) or, to accept anonymous callers on purpose, --allow-anonymous-callers",
+      ),
+    );
+    expect(parse(base).frontend).toMatchObject({ anonymousCallers: false, tls: { ca: "ca.pem" } });
+    expect(parse([...tlsOnly, "--allow-anonymous-callers"]).frontend).toMatchObject({
+      anonymousCallers: true,
+      tls: { cert: "s.pem", ca: "" },
+    });
+  });
+
+  it("counts the plaintext frontend as anonymous: --insecure-frontend is the explicit ask", () => {
+    const plaintext = ["--insecure-frontend", ...base.slice(3)];
+    expect(parse(plaintext).frontend).toMatchObject({ port: 8090, tls: null, anonymousCallers: true });
+    expect(parse([...plaintext, "--allow-anonymous-callers"]).frontend.anonymousCallers).toBe(true);
+  });
+
+  it("keeps the Unix socket as it is: file permissions protect it, as upstream", () => {
+    expect(parse(["--uds-name=/tmp/k.sock", ...base.slice(3)]).frontend.anonymousCallers).toBe(false);
+  });
+
+  it.each([
+    [["--allow-anonymous-callers"], /--allow-anonymous-callers contradicts --server-ca-cert/],
+    [
+      [
+        "--uds-name=/tmp/k.sock",
+        "--server-cert=",
+        "--server-key=",
+        "--server-ca-cert=",
+        "--allow-anonymous-callers",
+      ],
+      /--allow-anonymous-callers applies to the TCP frontend/,
+    ],
+  ])("refuses %j", (extra, message) => {
+    expect(() => parse([...base, ...extra])).toThrow(message);
   });
 
   it("requires a way to authenticate agents and a frontend to serve", () => {

@@ -1,8 +1,9 @@
 /**
- * The frontend's gRPC server: ProxyService on Node's HTTP/2 directly (why not grpc-js: see
- * grpc-call-stream.ts). It serves whatever bidirectional methods it is given, on connections
- * handed to `accept` (TLS sockets negotiated to h2, and sniffed plaintext or Unix-socket
- * connections), with what a gRPC server owes its callers:
+ * Our gRPC server on Node's HTTP/2 directly (why not grpc-js: see grpc-call-stream.ts): the
+ * frontend's ProxyService and the agent port's AgentService each run on one. It serves whatever
+ * bidirectional methods it is given, on connections handed to `accept` (TLS sockets negotiated
+ * to h2, and sniffed plaintext or Unix-socket connections), with what a gRPC server owes its
+ * callers:
  *
  * - calls other than POST get 405, content types other than application/grpc 415, unknown
  *   methods UNIMPLEMENTED, a `grpc-encoding` other than identity UNIMPLEMENTED (we announce
@@ -12,11 +13,15 @@
  * - keepalive: a PING every `keepaliveMs`; no answer in `keepaliveTimeoutMs` closes the
  *   connection (by its socket: see http2-peer-watch.ts for why not `session.destroy()`);
  * - WAN-sized flow-control windows (http2-windows.ts);
+ * - a connection that has opened no call within `firstCallTimeoutMs` is closed: before its first
+ *   call a peer has shown no credential (on the agent port, where TLS client certificates are
+ *   optional, an h2 session is otherwise free to sit idle for ever);
  * - `drain` sends GOAWAY (calls in flight finish, new ones go elsewhere); `close` ends all.
  */
 import {
   createServer,
   type Http2Server,
+  type Http2Session,
   type IncomingHttpHeaders,
   type ServerHttp2Session,
   type ServerHttp2Stream,
@@ -27,16 +32,32 @@ import type { Logger } from "../observability/logger.js";
 import { encodeGrpcMessage, parseGrpcTimeout } from "../proto/grpc-http2.js";
 import { GRPC_RESPONSE_HEADERS, GrpcCallStream } from "./grpc-call-stream.js";
 import { HTTP2_CONNECTION_WINDOW_BYTES, HTTP2_STREAM_WINDOW_BYTES } from "./http2-windows.js";
+import { peerCloseKind } from "./peer-close.js";
 
-export type GrpcMethodHandler = (call: GrpcCallStream) => void;
+/** One incoming call, before it is answered: the handler accepts it or refuses it. */
+export interface GrpcRequest {
+  readonly path: string;
+  /** Request headers; gRPC metadata is among them, lower-cased. */
+  readonly headers: IncomingHttpHeaders;
+  /** The connection the call arrived on: a TLSSocket on TLS listeners. */
+  readonly transport: Duplex;
+  /** Answers with response headers (plus `metadata`) and returns the call's packet stream. */
+  accept(metadata?: Readonly<Record<string, readonly string[]>>): GrpcCallStream;
+  /** Ends the call at once with `code` and `message` (a trailers-only answer). */
+  refuse(code: number, message: string): void;
+}
 
-export interface GrpcFrontendServerOptions {
+export type GrpcMethodHandler = (request: GrpcRequest) => void;
+
+export interface GrpcServerOptions {
   /** Handlers by path ("/ProxyService/Proxy"). */
   methods: Record<string, GrpcMethodHandler>;
   maxMessageBytes: number;
   /** Interval of keepalive PINGs; 0 disables them. */
   keepaliveMs: number;
   keepaliveTimeoutMs: number;
+  /** A connection with no call this long after it was accepted is closed; 0 disables. */
+  firstCallTimeoutMs: number;
   /** Told of every new session and the transport it runs on (the peer watch). */
   onSession?: (session: ServerHttp2Session, transport: Duplex) => void;
   log: Logger;
@@ -59,14 +80,16 @@ function afterMs(ms: number, fn: () => void): () => void {
   return () => clearTimeout(timer);
 }
 
-export class GrpcFrontendServer {
+export class GrpcServer {
   private readonly h2: Http2Server;
   private readonly sessions = new Set<ServerHttp2Session>();
+  /** The connection under each session, as handed to `accept` (Node's `session.socket` is a proxy). */
+  private readonly transports = new WeakMap<Http2Session, Duplex>();
   /** The transport being handed to Node right now (it creates the session synchronously). */
   private accepting: Duplex | null = null;
   private draining = false;
 
-  constructor(private readonly opts: GrpcFrontendServerOptions) {
+  constructor(private readonly opts: GrpcServerOptions) {
     this.h2 = createServer({
       settings: { initialWindowSize: HTTP2_STREAM_WINDOW_BYTES },
       // Node refuses new streams once a session buffers more than this (10 MB by default); the
@@ -111,12 +134,30 @@ export class GrpcFrontendServer {
     const transport = this.accepting;
     this.sessions.add(session);
     session.once("close", () => this.sessions.delete(session));
-    session.on("error", (err) => this.opts.log.debug({ err: err.message }, "frontend HTTP/2 session error"));
+    session.on("error", (err) => {
+      const how = peerCloseKind(err);
+      if (how) this.opts.log.debug({ how }, "HTTP/2 connection closed by the peer");
+      else this.opts.log.debug({ err: err.message }, "HTTP/2 session error");
+    });
     session.setLocalWindowSize(HTTP2_CONNECTION_WINDOW_BYTES);
     if (transport) {
+      this.transports.set(session, transport);
       this.keepalive(session, transport);
+      this.expectFirstCall(session, transport);
       this.opts.onSession?.(session, transport);
     }
+  }
+
+  private expectFirstCall(session: ServerHttp2Session, transport: Duplex): void {
+    const ms = this.opts.firstCallTimeoutMs;
+    if (ms <= 0) return;
+    const timer = setTimeout(() => {
+      this.opts.log.info({ firstCallTimeoutMs: ms }, "closing an HTTP/2 connection that opened no call");
+      transport.destroy();
+    }, ms).unref();
+    const done = () => clearTimeout(timer);
+    session.once("stream", done);
+    session.once("close", done);
   }
 
   private keepalive(session: ServerHttp2Session, transport: Duplex): void {
@@ -126,7 +167,7 @@ export class GrpcFrontendServer {
       // After GOAWAY (drain) Node fails every PING at once; the drain has its own time limit.
       if (session.closed) return;
       const deadline = setTimeout(() => {
-        this.opts.log.info({ keepaliveTimeoutMs }, "closing a frontend connection: no keepalive answer");
+        this.opts.log.info({ keepaliveTimeoutMs }, "closing an HTTP/2 connection: no keepalive answer");
         transport.destroy();
       }, keepaliveTimeoutMs).unref();
       try {
@@ -140,7 +181,10 @@ export class GrpcFrontendServer {
   }
 
   private onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
-    stream.on("error", (err) => this.opts.log.debug({ err: err.message }, "frontend HTTP/2 stream error"));
+    stream.on("error", (err) => {
+      // A peer that left is logged once, by its session.
+      if (!peerCloseKind(err)) this.opts.log.debug({ err: err.message }, "HTTP/2 stream error");
+    });
     const path = headers[":path"] ?? "";
     if (headers[":method"] !== "POST") {
       this.refuseHttp(stream, 405, path);
@@ -167,12 +211,36 @@ export class GrpcFrontendServer {
       this.refuse(stream, GrpcCode.INTERNAL, `malformed grpc-timeout ${String(timeout)}`);
       return;
     }
-    const call = new GrpcCallStream(stream, { maxMessageBytes: this.opts.maxMessageBytes });
-    if (deadlineMs !== null) {
-      const cancel = afterMs(deadlineMs, () => call.fail(new DeadlineExceededError(deadlineMs)));
-      stream.once("close", cancel);
-    }
-    handler(call);
+    let answered = false;
+    const once = () => {
+      if (answered) throw new Error(`the call to ${path} was already answered`);
+      answered = true;
+    };
+    handler({
+      path,
+      headers,
+      transport: this.transportOf(stream),
+      accept: (metadata) => {
+        once();
+        const call = new GrpcCallStream(stream, { maxMessageBytes: this.opts.maxMessageBytes, metadata });
+        if (deadlineMs !== null) {
+          const cancel = afterMs(deadlineMs, () => call.fail(new DeadlineExceededError(deadlineMs)));
+          stream.once("close", cancel);
+        }
+        return call;
+      },
+      refuse: (code, message) => {
+        once();
+        this.refuse(stream, code, message);
+      },
+    });
+  }
+
+  private transportOf(stream: ServerHttp2Stream): Duplex {
+    const transport = stream.session ? this.transports.get(stream.session) : undefined;
+    // Every session is made in `accept`, so this is only reached for a stream whose session has
+    // already gone; the call is dead either way.
+    return transport ?? (stream as Duplex);
   }
 
   private refuseHttp(stream: ServerHttp2Stream, status: number, path: string): void {

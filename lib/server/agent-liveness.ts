@@ -1,0 +1,134 @@
+/**
+ * Whether an agent stream is still answering, told apart from whether it is still connected.
+ *
+ * A stopped agent (SIGSTOP, a hung node, a partitioned network that drops instead of resetting)
+ * keeps its TCP connection, so nothing closes it, and before this every dial chosen for it
+ * waited for the whole dial timeout. Keepalive does not help: its interval (an hour by default,
+ * as upstream's) is sized for idle connections, not for liveness.
+ *
+ * The rule: anything heard from the agent (a packet, or the answer to a probe) proves it alive.
+ * When it has been silent for `probeIntervalMs` it is probed (an HTTP/2 or kgw-tunnel/1 PING,
+ * answered below the packet layer, so a busy or paused stream still answers). No answer within
+ * `answerTimeoutMs` makes it *unresponsive*: no new dials are sent to it, but its open tunnels
+ * stay, since a pause of a few seconds (GC, CPU starvation, a live migration) is not a death.
+ * It is responsive again the moment anything arrives. Silent for `deadAfterMs`, it is *dead*:
+ * the stream is closed and its tunnels end.
+ *
+ * A dial is a question too: when one is sent to an agent that has been quiet for a moment and no
+ * probe is out, a probe goes with it, so a frozen agent is found within `answerTimeoutMs` of the
+ * first dial it fails to take, not at the next periodic probe.
+ */
+
+/**
+ * A dial sent to an agent silent for longer than this brings a probe along. Shorter would probe
+ * on nearly every dial of a busy agent, which answers with its packets anyway.
+ */
+export const DIAL_PROBE_AFTER_SILENCE_MS = 250;
+
+export interface LivenessTimes {
+  /** A silent agent is probed this often; 0 disables liveness tracking altogether. */
+  probeIntervalMs: number;
+  /** How long a probe may go unanswered before the agent counts as unresponsive. */
+  answerTimeoutMs: number;
+  /** How long an agent may stay silent before its stream is closed; 0 never closes. */
+  deadAfterMs: number;
+}
+
+export interface LivenessHooks {
+  /** Sends a probe; calls `answered` when (if) the peer answers. */
+  probe(answered: () => void): void;
+  /** The agent stopped answering, or started again. */
+  onResponsiveChange(responsive: boolean): void;
+  /** Silent for `deadAfterMs`. */
+  onDead(silentMs: number): void;
+}
+
+export class AgentLiveness {
+  private lastHeard = Date.now();
+  private probeSentAt: number | null = null;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  responsive = true;
+
+  constructor(
+    private readonly times: LivenessTimes,
+    private readonly hooks: LivenessHooks,
+  ) {
+    if (times.probeIntervalMs > 0) this.schedule();
+  }
+
+  /** Something arrived from the agent. Called per packet: keep it cheap. */
+  heard(): void {
+    this.lastHeard = Date.now();
+    this.probeSentAt = null;
+    if (!this.responsive) {
+      this.responsive = true;
+      this.hooks.onResponsiveChange(true);
+    }
+  }
+
+  /** A dial was sent to the agent: ask it now if it has been quiet (see above). */
+  dialSent(): void {
+    if (this.stopped || this.times.probeIntervalMs <= 0 || this.probeSentAt !== null) return;
+    if (Date.now() - this.lastHeard < DIAL_PROBE_AFTER_SILENCE_MS) return;
+    this.sendProbe(Date.now());
+    clearTimeout(this.timer);
+    this.schedule();
+  }
+
+  /** How long the agent has been silent. */
+  get silentMs(): number {
+    return Date.now() - this.lastHeard;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+
+  private schedule(): void {
+    const { probeIntervalMs, answerTimeoutMs, deadAfterMs } = this.times;
+    const due: number[] = [];
+    if (this.probeSentAt === null) due.push(this.lastHeard + probeIntervalMs);
+    else {
+      due.push(this.probeSentAt + probeIntervalMs);
+      if (this.responsive) due.push(this.probeSentAt + answerTimeoutMs);
+    }
+    if (deadAfterMs > 0) due.push(this.lastHeard + deadAfterMs);
+    this.timer = setTimeout(() => this.check(), Math.max(1, Math.min(...due) - Date.now()));
+    this.timer.unref();
+  }
+
+  private check(): void {
+    if (this.stopped) return;
+    const now = Date.now();
+    const silent = now - this.lastHeard;
+    const { probeIntervalMs, answerTimeoutMs, deadAfterMs } = this.times;
+    if (deadAfterMs > 0 && silent >= deadAfterMs) {
+      this.stop();
+      this.hooks.onDead(silent);
+      return;
+    }
+    if (this.probeSentAt !== null && now - this.probeSentAt >= answerTimeoutMs && this.responsive) {
+      this.responsive = false;
+      this.hooks.onResponsiveChange(false);
+    }
+    // One probe outstanding at a time; an unanswered one is renewed each interval, so a peer
+    // that lost one PING is not written off for it.
+    if (
+      silent >= probeIntervalMs &&
+      (this.probeSentAt === null || now - this.probeSentAt >= probeIntervalMs)
+    ) {
+      this.sendProbe(now);
+    }
+    this.schedule();
+  }
+
+  private sendProbe(now: number): void {
+    this.probeSentAt = now;
+    // Any answer proves life, a late one to an earlier probe included.
+    this.hooks.probe(() => {
+      if (!this.stopped) this.heard();
+    });
+  }
+}

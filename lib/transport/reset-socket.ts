@@ -1,0 +1,41 @@
+/**
+ * Ends a caller's socket with a TCP reset (RST) instead of a FIN, so that the caller reads an
+ * error (ECONNRESET) rather than a clean end of stream. HTTP CONNECT has no other way to say that
+ * a tunnel broke: after a FIN, a caller that reads until EOF (kube-apiserver streaming a log)
+ * takes half a transfer for the whole.
+ *
+ * Node resets only a socket whose handle is TCP (`resetAndDestroy`). A TLS socket's handle is the
+ * TLS layer over the TCP socket Node's TLS server wrapped, which Node keeps in the undocumented
+ * `_parent` field: a debt, checked here at run time, and the lifecycle test (a caller over
+ * mTLS sees ECONNRESET) fails if it stops working. Resetting that TCP socket closes the TLS
+ * socket with it. Destroying the TLS socket before that close has completed crashes Node 20 (the
+ * TLS layer then closes a handle already closing), so callers must leave it to close on its own.
+ *
+ * Unix sockets have no reset: such a socket is destroyed and its peer reads EOF.
+ */
+import { Socket } from "node:net";
+import { TLSSocket } from "node:tls";
+
+/** What `resetSocket` did: `reset` sent an RST, `destroyed` could only close. */
+export type ResetOutcome = "reset" | "destroyed";
+
+export function resetSocket(socket: Socket): ResetOutcome {
+  const tcp = socket instanceof TLSSocket ? tlsTransport(socket) : socket;
+  if (tcp && !tcp.destroyed) {
+    try {
+      tcp.resetAndDestroy();
+      return "reset";
+    } catch (err) {
+      // A Unix socket, or TLS over something other than TCP: no reset exists for it.
+      if ((err as NodeJS.ErrnoException).code !== "ERR_INVALID_HANDLE_TYPE") throw err;
+    }
+  }
+  socket.destroy();
+  return "destroyed";
+}
+
+/** The TCP socket under a server-side TLS socket, when Node still exposes it as it does today. */
+function tlsTransport(socket: TLSSocket): Socket | null {
+  const parent = (socket as TLSSocket & { _parent?: unknown })._parent;
+  return parent instanceof Socket ? parent : null;
+}
