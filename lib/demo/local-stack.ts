@@ -15,6 +15,7 @@ import type { Logger } from "../observability/logger.js";
 import { createCa } from "../pki/ca.js";
 import { writePemFiles } from "../pki/files.js";
 import { Gateway } from "../server/gateway.js";
+import { singleTenantPolicy } from "../server/policy/gateway-policy.js";
 
 export interface LocalStackOptions {
   dir: string;
@@ -65,29 +66,30 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
   const port = (n: number) => (opts.ephemeralPorts ? 0 : n);
 
   const service = await startDemoService();
-  const gateway = await Gateway.start(
-    unwrap(
-      parseServerOptions(
-        [
-          `--server-port=${port(8090)}`,
-          "--server-bind-address=127.0.0.1",
-          `--server-cert=${files.serverCert}`,
-          `--server-key=${files.serverKey}`,
-          `--server-ca-cert=${files.caCert}`,
-          `--uds-name=${join(opts.dir, "konnectivity-server.sock")}`,
-          `--agent-port=${port(8132)}`,
-          "--agent-bind-address=127.0.0.1",
-          `--cluster-cert=${files.serverCert}`,
-          `--cluster-key=${files.serverKey}`,
-          `--admin-port=${port(8133)}`,
-          `--health-port=${port(8134)}`,
-          "--health-bind-address=127.0.0.1",
-        ],
-        { KGW_AGENT_TOKEN: token },
-      ),
+  const serverOptions = unwrap(
+    parseServerOptions(
+      [
+        `--server-port=${port(8090)}`,
+        "--server-bind-address=127.0.0.1",
+        `--server-cert=${files.serverCert}`,
+        `--server-key=${files.serverKey}`,
+        `--server-ca-cert=${files.caCert}`,
+        `--uds-name=${join(opts.dir, "konnectivity-server.sock")}`,
+        `--agent-port=${port(8132)}`,
+        "--agent-bind-address=127.0.0.1",
+        `--cluster-cert=${files.serverCert}`,
+        `--cluster-key=${files.serverKey}`,
+        `--admin-port=${port(8133)}`,
+        `--health-port=${port(8134)}`,
+        "--health-bind-address=127.0.0.1",
+      ],
+      { KGW_AGENT_TOKEN: token },
     ),
-    { log: opts.log.child({ component: "server" }) },
   );
+  const gateway = await Gateway.start(serverOptions, {
+    log: opts.log.child({ component: "server" }),
+    policy: singleTenantPolicy(serverOptions),
+  });
   let agent: RunningAgent;
   try {
     agent = await startAgent(

@@ -6,6 +6,7 @@ import { parseServerOptions, serverHelp } from "../../lib/config/server-options.
 import { GatewayError } from "../../lib/errors.js";
 import { createLogger } from "../../lib/observability/logger.js";
 import { Gateway } from "../../lib/server/gateway.js";
+import { singleTenantPolicy } from "../../lib/server/policy/gateway-policy.js";
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let parsed: ReturnType<typeof parseServerOptions>;
@@ -22,7 +23,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const log = createLogger({ name: "kgw-server", level: parsed.options.logLevel });
   let gateway: Gateway;
   try {
-    gateway = await Gateway.start(parsed.options, { log });
+    // Drop-in mode: one tenant. Tenancy replaces the policy here, and nothing else.
+    gateway = await Gateway.start(parsed.options, { log, policy: singleTenantPolicy(parsed.options) });
   } catch (err) {
     process.stderr.write(`kgw server: ${err instanceof GatewayError ? err.message : String(err)}\n`);
     return 1;

@@ -2,6 +2,7 @@ import { PassThrough } from "node:stream";
 import { parseServerOptions } from "../../lib/config/server-options.js";
 import { createLogger, type Logger } from "../../lib/observability/logger.js";
 import { Gateway } from "../../lib/server/gateway.js";
+import { singleTenantPolicy } from "../../lib/server/policy/gateway-policy.js";
 import { getTestPki, type TestPki } from "./pki.js";
 
 export const AGENT_TOKEN = "test-agent-token-0123456789";
@@ -58,7 +59,7 @@ export async function startTestGateway(flags: string[] = []): Promise<TestGatewa
   const parsed = parseServerOptions(argv, {});
   if (parsed.help) throw new Error("unexpected help");
   const { log, lines } = captureLogger();
-  const gw = await Gateway.start(parsed.options, { log });
+  const gw = await Gateway.start(parsed.options, { log, policy: singleTenantPolicy(parsed.options) });
   const hp = (a: { port: number } | null) => (a ? `127.0.0.1:${a.port}` : "");
   return {
     gw,

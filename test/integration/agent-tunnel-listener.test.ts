@@ -17,10 +17,10 @@ import {
   FrameType,
   TUNNEL_ALPN,
 } from "../../lib/proto/tunnel-frames.js";
-import { staticAgentAuthenticator } from "../../lib/server/agent-auth.js";
-import { createAgentTunnelHandler } from "../../lib/server/agent-tunnel-handler.js";
-import { BackendRegistry } from "../../lib/server/backend-registry.js";
-import { chooserFor } from "../../lib/server/proxy-strategies.js";
+import { BackendRegistry } from "../../lib/server/core/backend-registry.js";
+import { chooserFor } from "../../lib/server/core/proxy-strategies.js";
+import { createAgentTunnelHandler } from "../../lib/server/listeners/agent-tunnel-handler.js";
+import { staticAgentAuthenticator } from "../../lib/server/policy/agent-auth.js";
 import { encodeHello, parseServerAnswer, type ServerAnswer } from "../../lib/transport/tunnel-handshake.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { AGENT_TOKEN, captureLogger, startTestGateway, type TestGateway } from "../helpers/gateway.js";

@@ -77,14 +77,14 @@ const frontends: Array<[string, () => Opener]> = [
   ["CONNECT over the Unix socket", () => (target) => viaConnect(uds(), target)],
 ];
 
-describe.each(frontends)("through %s", (_name, opener) => {
+describe.each(frontends)("through %s", (name, opener) => {
   it("carries an HTTP request and response", async () => {
     const res = await httpOver(await opener()(backend.address), "/hello");
     expect(res.statusCode).toBe(200);
     expect(await bodyText(res)).toBe("hello from the backend");
   });
 
-  it("leaves a debug line per established dial, naming the agent and the connection", async () => {
+  it("leaves a debug line per established dial, naming the caller, the agent and the connection", async () => {
     const before = t.logs.length;
     const socket = await opener()(backend.address);
     const line = () =>
@@ -99,6 +99,9 @@ describe.each(frontends)("through %s", (_name, opener) => {
       agentId: expect.any(String),
       connectId: expect.stringMatching(/^\d+$/),
       dialMs: expect.any(Number),
+      // The caller's identity, built when its connection was accepted: the client certificate
+      // (its CN and serial) over TCP, the socket itself over the Unix socket.
+      caller: name.includes("Unix") ? "uds" : expect.stringMatching(/^cert:.+#[0-9A-F]+$/),
     });
     socket.destroy();
   });

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { AgentLiveness, type LivenessTimes } from "../../lib/server/agent-liveness.js";
+import { AgentLiveness, type LivenessTimes } from "../../lib/server/core/agent-liveness.js";
 
 const TIMES: LivenessTimes = { probeIntervalMs: 5_000, answerTimeoutMs: 2_000, deadAfterMs: 60_000 };
 

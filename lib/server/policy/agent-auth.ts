@@ -5,7 +5,7 @@
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { PeerCertificate } from "node:tls";
-import { UnauthenticatedError } from "../errors.js";
+import { UnauthenticatedError } from "../../errors.js";
 
 export interface AgentCredentials {
   /** Present only when the certificate chain was verified during the handshake. */

@@ -4,8 +4,8 @@
  * fleet can wrap or replace them without touching the data path.
  */
 import { isIP } from "node:net";
-import type { ProxyStrategy } from "../config/server-options.js";
-import type { DialRequest } from "../tunnel/endpoints.js";
+import type { ProxyStrategy } from "../../config/server-options.js";
+import type { DialRequest } from "../../tunnel/endpoints.js";
 
 export interface Candidate {
   readonly draining: boolean;

@@ -6,10 +6,10 @@
  * dials on one stream (allowed by the protocol) may go to different agents without clashing.
  */
 
-import type { GatewayError } from "../errors.js";
-import { DialCancelledError } from "../errors.js";
-import type { ServerMetrics } from "../metrics/server-metrics.js";
-import type { Logger } from "../observability/logger.js";
+import type { GatewayError } from "../../errors.js";
+import { DialCancelledError } from "../../errors.js";
+import type { ServerMetrics } from "../../metrics/server-metrics.js";
+import type { Logger } from "../../observability/logger.js";
 import {
   closeResponse,
   dataPacket,
@@ -17,15 +17,13 @@ import {
   type Packet,
   PacketType,
   packetTypeName,
-} from "../proto/packet.js";
-import { peerCloseKind } from "../transport/peer-close.js";
-import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../tunnel/endpoints.js";
-import { PacketSink } from "../tunnel/packet-sink.js";
-import type { PacketStream } from "../tunnel/packet-stream.js";
-import { PauseLatch } from "../tunnel/pause-latch.js";
-
-/** How a frontend reaches agents: the registry, later wrapped by tenancy and fleet routing. */
-export type Dialer = (req: DialRequest, frontend: FrontendEnd) => DialHandle;
+} from "../../proto/packet.js";
+import { peerCloseKind } from "../../transport/peer-close.js";
+import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
+import { PacketSink } from "../../tunnel/packet-sink.js";
+import type { PacketStream } from "../../tunnel/packet-stream.js";
+import { PauseLatch } from "../../tunnel/pause-latch.js";
+import type { CallerDialer } from "./dial-context.js";
 
 interface StreamConnection {
   /** Our connectID towards the caller; 0n while the dial is pending. */
@@ -45,7 +43,7 @@ export class GrpcFrontendSession {
 
   constructor(
     private readonly stream: PacketStream,
-    private readonly dialer: Dialer,
+    private readonly dialer: CallerDialer,
     private readonly log: Logger,
     private readonly metrics: ServerMetrics,
   ) {

@@ -7,16 +7,16 @@
  * (a gRPC status, or a REFUSED frame carrying the same code).
  */
 import type { PeerCertificate } from "node:tls";
-import { GatewayError, ProtocolError, ShuttingDownError } from "../errors.js";
-import type { ServerMetrics } from "../metrics/server-metrics.js";
-import type { Logger } from "../observability/logger.js";
-import { BEARER_PREFIX, Header, parseAgentIdentifiers } from "../proto/headers.js";
-import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../tunnel/flow-control.js";
-import type { PacketStream } from "../tunnel/packet-stream.js";
-import type { AgentAuthenticator } from "./agent-auth.js";
-import type { LivenessTimes } from "./agent-liveness.js";
-import { AgentSession } from "./agent-session.js";
-import type { BackendRegistry } from "./backend-registry.js";
+import { GatewayError, ProtocolError, ShuttingDownError } from "../../errors.js";
+import type { ServerMetrics } from "../../metrics/server-metrics.js";
+import type { Logger } from "../../observability/logger.js";
+import { BEARER_PREFIX, Header, parseAgentIdentifiers } from "../../proto/headers.js";
+import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../../tunnel/flow-control.js";
+import type { PacketStream } from "../../tunnel/packet-stream.js";
+import type { LivenessTimes } from "../core/agent-liveness.js";
+import { AgentSession } from "../core/agent-session.js";
+import type { BackendRegistry } from "../core/backend-registry.js";
+import type { AgentAuthenticator } from "../policy/agent-auth.js";
 
 /**
  * Agent IDs end up in logs, metrics and (later) registry keys, so they are restricted to what

@@ -4,13 +4,13 @@
  * 504 dial timeout (see httpStatusFor).
  */
 import type { Socket } from "node:net";
-import { type GatewayError, httpStatusFor } from "../errors.js";
-import type { ServerMetrics } from "../metrics/server-metrics.js";
-import type { Logger } from "../observability/logger.js";
-import { formatConnectResponse } from "../transport/http-connect-parser.js";
-import { resetSocket } from "../transport/reset-socket.js";
-import type { BackendLink, DialHandle } from "../tunnel/endpoints.js";
-import type { Dialer } from "./grpc-frontend.js";
+import { type GatewayError, httpStatusFor } from "../../errors.js";
+import type { ServerMetrics } from "../../metrics/server-metrics.js";
+import type { Logger } from "../../observability/logger.js";
+import { formatConnectResponse } from "../../transport/http-connect-parser.js";
+import { resetSocket } from "../../transport/reset-socket.js";
+import type { BackendLink, DialHandle } from "../../tunnel/endpoints.js";
+import type { CallerDialer } from "../core/dial-context.js";
 
 /**
  * Bytes a client may send after its CONNECT head but before the dial completes. kube-apiserver
@@ -26,7 +26,7 @@ export interface ConnectTunnelOptions {
   address: string;
   /** Bytes that followed the request head in the same read. */
   rest: Buffer;
-  dialer: Dialer;
+  dialer: CallerDialer;
   log: Logger;
   metrics: ServerMetrics;
 }

@@ -22,10 +22,10 @@ import {
   DialTimeoutError,
   type GatewayError,
   ProtocolError,
-} from "../errors.js";
-import type { DialFailureReason, ServerMetrics } from "../metrics/server-metrics.js";
-import type { Logger } from "../observability/logger.js";
-import type { AgentIdentifiers } from "../proto/headers.js";
+} from "../../errors.js";
+import type { DialFailureReason, ServerMetrics } from "../../metrics/server-metrics.js";
+import type { Logger } from "../../observability/logger.js";
+import type { AgentIdentifiers } from "../../proto/headers.js";
 import {
   closeDial,
   closeRequest,
@@ -35,14 +35,15 @@ import {
   type Packet,
   PacketType,
   packetTypeName,
-} from "../proto/packet.js";
-import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../tunnel/endpoints.js";
-import { ConnectionCredit, type FlowMode } from "../tunnel/flow-control.js";
-import { PacketSink } from "../tunnel/packet-sink.js";
-import type { PacketStream } from "../tunnel/packet-stream.js";
-import { PauseLatch } from "../tunnel/pause-latch.js";
-import { CLOSE_ACK_TIMEOUT_MS } from "../tunnel/timeouts.js";
+} from "../../proto/packet.js";
+import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
+import { ConnectionCredit, type FlowMode } from "../../tunnel/flow-control.js";
+import { PacketSink } from "../../tunnel/packet-sink.js";
+import type { PacketStream } from "../../tunnel/packet-stream.js";
+import { PauseLatch } from "../../tunnel/pause-latch.js";
+import { CLOSE_ACK_TIMEOUT_MS } from "../../tunnel/timeouts.js";
 import { AgentLiveness, type LivenessTimes } from "./agent-liveness.js";
+import type { DialContext } from "./dial-context.js";
 
 export interface AgentInfo {
   agentId: string;
@@ -69,6 +70,8 @@ interface PendingDial {
   timer: NodeJS.Timeout | undefined;
   startedAt: bigint;
   address: string;
+  /** Who asked, for the log line of an established dial. */
+  caller: string;
 }
 
 interface Connection {
@@ -143,7 +146,7 @@ export class AgentSession extends EventEmitter<{
     return this.pending.size + this.conns.size;
   }
 
-  dial(req: DialRequest, frontend: FrontendEnd): DialHandle {
+  dial(req: DialRequest, frontend: FrontendEnd, ctx?: DialContext): DialHandle {
     if (this.ended) throw this.ended;
     const random = this.nextRandom++;
     const pending: PendingDial = {
@@ -152,6 +155,7 @@ export class AgentSession extends EventEmitter<{
       timer: undefined,
       startedAt: process.hrtime.bigint(),
       address: req.address,
+      caller: ctx?.caller.principal ?? "",
     };
     if (this.opts.dialTimeoutMs > 0) {
       pending.timer = setTimeout(() => this.dialTimedOut(random), this.opts.dialTimeoutMs);
@@ -231,7 +235,12 @@ export class AgentSession extends EventEmitter<{
     const dialSeconds = Number(process.hrtime.bigint() - pending.startedAt) / 1e9;
     this.opts.metrics.dialDuration.observe(dialSeconds);
     this.opts.log.debug(
-      { connectId: String(connectId), address: pending.address, dialMs: Math.round(dialSeconds * 1e4) / 10 },
+      {
+        connectId: String(connectId),
+        address: pending.address,
+        caller: pending.caller,
+        dialMs: Math.round(dialSeconds * 1e4) / 10,
+      },
       "dial established",
     );
     const conn: Connection = {

@@ -6,8 +6,8 @@
 import type { IncomingHttpHeaders } from "node:http2";
 import type { TLSSocket } from "node:tls";
 import { status } from "@grpc/grpc-js";
-import { GatewayError, grpcStatusFor } from "../errors.js";
-import type { GrpcMethodHandler } from "../transport/grpc-server.js";
+import { GatewayError, grpcStatusFor } from "../../errors.js";
+import type { GrpcMethodHandler } from "../../transport/grpc-server.js";
 import { type AgentAdmissionDeps, admitAgent, recordRefusal } from "./agent-admission.js";
 
 /**

@@ -4,12 +4,13 @@
  * one cannot: which other instance holds a tenant's agents.
  */
 import { EventEmitter } from "node:events";
-import { NoAgentError } from "../errors.js";
-import type { DialHandle, DialRequest, FrontendEnd } from "../tunnel/endpoints.js";
+import { NoAgentError } from "../../errors.js";
+import type { DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
 import type { AgentSession } from "./agent-session.js";
+import type { AgentDirectory, DialContext } from "./dial-context.js";
 import type { AgentChooser } from "./proxy-strategies.js";
 
-export class BackendRegistry extends EventEmitter<{ changed: [tenant: string] }> {
+export class BackendRegistry extends EventEmitter<{ changed: [tenant: string] }> implements AgentDirectory {
   private readonly byTenant = new Map<string, AgentSession[]>();
 
   constructor(private readonly choose: AgentChooser) {
@@ -63,7 +64,8 @@ export class BackendRegistry extends EventEmitter<{ changed: [tenant: string] }>
    * stopped answering (agent-liveness.ts) are never chosen: a prompt 503 beats a dial that waits
    * out its timeout on a frozen agent.
    */
-  dial(tenant: string, req: DialRequest, frontend: FrontendEnd): DialHandle {
+  dial(ctx: DialContext, req: DialRequest, frontend: FrontendEnd): DialHandle {
+    const tenant = ctx.caller.tenant;
     const connected = this.agents(tenant);
     const answering = connected.every((a) => a.responsive)
       ? connected
@@ -77,6 +79,6 @@ export class BackendRegistry extends EventEmitter<{ changed: [tenant: string] }>
           : `no agent connected for ${whose}`,
       );
     }
-    return agent.dial(req, frontend);
+    return agent.dial(req, frontend, ctx);
   }
 }

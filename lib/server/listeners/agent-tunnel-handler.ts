@@ -9,16 +9,16 @@
  */
 import type { TLSSocket } from "node:tls";
 import { status } from "@grpc/grpc-js";
-import { GatewayError, grpcStatusFor } from "../errors.js";
-import { FrameDecoder } from "../proto/tunnel-frames.js";
-import { FramedPacketStream } from "../transport/framed-packet-stream.js";
+import { GatewayError, grpcStatusFor } from "../../errors.js";
+import { FrameDecoder } from "../../proto/tunnel-frames.js";
+import { FramedPacketStream } from "../../transport/framed-packet-stream.js";
 import {
   encodeRefused,
   encodeWelcome,
   headerValues,
   parseHello,
   readHandshakeFrame,
-} from "../transport/tunnel-handshake.js";
+} from "../../transport/tunnel-handshake.js";
 import { type AgentAdmissionDeps, admitAgent, recordRefusal } from "./agent-admission.js";
 
 /** After REFUSED, how long the agent may take to close before we do. */

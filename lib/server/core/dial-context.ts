@@ -1,0 +1,43 @@
+/**
+ * What the gateway knows about a dial before it reaches an agent: who is asking. Built once, when
+ * the caller's connection (gRPC) or request (CONNECT) is accepted, by the caller authenticator;
+ * every policy after that (dial authorization, and later egress policy, quota and audit) reads it
+ * instead of looking at sockets again.
+ */
+import type { DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
+
+export type CallerListener = "tcp" | "uds";
+
+export interface CallerIdentity {
+  /** The tenant whose agents this caller may reach. */
+  readonly tenant: string;
+  /**
+   * Who the caller is, for logs and audit; never a secret: "cert:<CN>#<serial>", "token:<id>",
+   * "uds" (the Unix socket's file permissions vouch for it) or "anonymous" (allowed by a flag).
+   */
+  readonly principal: string;
+  readonly listener: CallerListener;
+}
+
+export interface DialContext {
+  readonly caller: CallerIdentity;
+}
+
+/** How a frontend reaches agents: authorization, then the agent directory (or a peer, later). */
+export type Dialer = (ctx: DialContext, req: DialRequest, frontend: FrontendEnd) => DialHandle;
+
+/** A Dialer bound to one caller: what a frontend session or CONNECT socket holds. */
+export type CallerDialer = (req: DialRequest, frontend: FrontendEnd) => DialHandle;
+
+export function bindDialer(dialer: Dialer, ctx: DialContext): CallerDialer {
+  return (req, frontend) => dialer(ctx, req, frontend);
+}
+
+/** Where a tenant's agents are: the local registry today; the fleet puts remote owners behind it. */
+export interface AgentDirectory {
+  /**
+   * Sends the dial to an agent of the caller's tenant; throws a GatewayError (NoAgentError) when
+   * none serves it.
+   */
+  dial(ctx: DialContext, req: DialRequest, frontend: FrontendEnd): DialHandle;
+}

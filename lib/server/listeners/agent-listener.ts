@@ -1,0 +1,75 @@
+/**
+ * The agent port: TLS (optionally mTLS), then AgentService over gRPC (upstream agents, and ours
+ * talking to an upstream server) or over kgw-tunnel/1 (ours), chosen by ALPN. Both transports
+ * share admission (agent-admission.ts) and end in an AgentSession in the registry.
+ */
+import { createServer as createTlsServer, type TLSSocket, type Server as TlsServer } from "node:tls";
+import type { ServerOptions } from "../../config/server-options.js";
+import { TUNNEL_ALPN } from "../../proto/tunnel-frames.js";
+import { AGENT_SERVICE } from "../../transport/grpc-services.js";
+import { serverTlsSettings } from "../../transport/tls-files.js";
+import { AGENT_PROBE_ANSWER_MS, KEEPALIVE_TIMEOUT_MS, MAX_MESSAGE_BYTES } from "../timeouts.js";
+import type { AgentAdmissionDeps } from "./agent-admission.js";
+import { createAgentConnectHandler } from "./agent-connect-handler.js";
+import { createAgentTunnelHandler } from "./agent-tunnel-handler.js";
+import type { ListenerSet } from "./listener-set.js";
+
+const CONNECT_PATH = AGENT_SERVICE.connect!.path;
+
+export type AgentListenerDeps = Pick<
+  AgentAdmissionDeps,
+  "authenticate" | "registry" | "accepting" | "log" | "metrics"
+>;
+
+export function buildAgentListener(
+  set: ListenerSet,
+  opts: ServerOptions,
+  deps: AgentListenerDeps,
+): TlsServer {
+  const log = deps.log.child({ component: "agent-listener" });
+  const admission: AgentAdmissionDeps = {
+    ...deps,
+    serverId: opts.serverId,
+    serverCount: opts.serverCount,
+    dialTimeoutMs: opts.backendDialTimeoutMs,
+    liveness: {
+      probeIntervalMs: opts.agent.probeIntervalMs,
+      answerTimeoutMs: Math.min(AGENT_PROBE_ANSWER_MS, opts.agent.probeIntervalMs),
+      deadAfterMs: opts.agent.livenessTimeoutMs,
+    },
+    log,
+  };
+  // A frozen agent keeps its tunnels for the liveness timeout: no transport check may end them
+  // sooner.
+  const answerMs = Math.max(KEEPALIVE_TIMEOUT_MS, opts.agent.livenessTimeoutMs);
+  const watch = set.peerWatch("agent", answerMs);
+  const grpc = set.grpcServer({
+    methods: { [CONNECT_PATH]: createAgentConnectHandler(admission) },
+    maxMessageBytes: MAX_MESSAGE_BYTES,
+    keepaliveMs: opts.agent.keepaliveMs,
+    keepaliveTimeoutMs: answerMs,
+    // Client certificates are optional here: a connection must show its credential (the first
+    // call's metadata) as promptly as a TLS handshake.
+    firstCallTimeoutMs: opts.handshakes.timeoutMs,
+    onSession: (session, transport) => watch.watch(session, transport),
+    log: log.child({ transport: "grpc" }),
+  });
+  const acceptTunnel = createAgentTunnelHandler(admission, {
+    handshakeTimeoutMs: opts.handshakes.timeoutMs,
+    keepaliveMs: opts.agent.keepaliveMs,
+    keepaliveTimeoutMs: answerMs,
+  });
+  const server = createTlsServer({
+    ...serverTlsSettings(opts.agent.tls, opts.tlsMinVersion, false, "cluster"),
+    // Server preference decides: our agents offer both and get the tunnel, upstream agents offer
+    // only h2.
+    ALPNProtocols: [TUNNEL_ALPN, "h2"],
+    handshakeTimeout: opts.handshakes.timeoutMs,
+  });
+  server.on("secureConnection", (socket: TLSSocket) => {
+    if (socket.alpnProtocol === TUNNEL_ALPN) void acceptTunnel(socket);
+    else grpc.accept(socket);
+  });
+  set.trackTls(server, "agent", opts.handshakes);
+  return server;
+}

@@ -1,0 +1,102 @@
+/**
+ * What every listener of a gateway shares, and what shutdown must reach: the net and TLS servers,
+ * their sockets, our gRPC servers and the HTTP/2 peer watches. Listener builders register here;
+ * the gateway drains and closes them all at once.
+ */
+import type { Server, Socket } from "node:net";
+import type { TLSSocket, Server as TlsServer } from "node:tls";
+import type { ServerMetrics } from "../../metrics/server-metrics.js";
+import type { Logger } from "../../observability/logger.js";
+import { GrpcServer, type GrpcServerOptions } from "../../transport/grpc-server.js";
+import { HandshakeGate, type HandshakeLimits } from "../../transport/handshake-gate.js";
+import { Http2PeerWatch, tcpPeerGone } from "../../transport/http2-peer-watch.js";
+import { closeServer } from "../../transport/listen.js";
+import { SocketTracker } from "../../transport/socket-tracker.js";
+import { PEER_WATCH_STALL_MS, PEER_WATCH_TICK_MS } from "../timeouts.js";
+
+export class ListenerSet {
+  private readonly servers: Server[] = [];
+  private readonly grpcServers: GrpcServer[] = [];
+  private readonly watches: Http2PeerWatch[] = [];
+  private readonly sockets = new SocketTracker();
+
+  constructor(
+    private readonly log: Logger,
+    private readonly metrics: ServerMetrics,
+  ) {}
+
+  grpcServer(options: GrpcServerOptions): GrpcServer {
+    const server = new GrpcServer(options);
+    this.grpcServers.push(server);
+    return server;
+  }
+
+  /** A watch for the HTTP/2 sessions of `listener` (lib/transport/http2-peer-watch.ts). */
+  peerWatch(listener: string, answerMs: number): Http2PeerWatch {
+    const log = this.log.child({ component: "http2-peer-watch", listener });
+    const watch = new Http2PeerWatch({
+      tickMs: PEER_WATCH_TICK_MS,
+      stallMs: PEER_WATCH_STALL_MS,
+      answerMs,
+      disconnected: tcpPeerGone,
+      onClosed: (reason) => {
+        this.metrics.deadHttp2Peers.inc({ listener, reason });
+        log.warn({ reason }, "closed an HTTP/2 connection whose peer is gone");
+      },
+    });
+    this.watches.push(watch);
+    return watch;
+  }
+
+  /** Registers a plain listener (TCP or Unix socket). */
+  track(server: Server): void {
+    this.servers.push(server);
+    server.on("connection", (socket: Socket) => {
+      // Tunnels carry interactive traffic (exec, port-forward) and small protocol answers
+      // ("200 Connection established", DIAL_RSP): Nagle's delay against the peer's delayed ACK
+      // added ~40 ms to every CONNECT dial.
+      socket.setNoDelay(true);
+      this.sockets.add(socket);
+    });
+  }
+
+  /**
+   * Registers a TLS listener: bounded handshakes in progress (handshake-gate.ts), and a
+   * handshake that fails or times out closes its socket.
+   */
+  trackTls(server: TlsServer, name: string, limits: HandshakeLimits): void {
+    this.track(server);
+    const handshakes = this.metrics.tlsHandshakes.labels({ listener: name });
+    new HandshakeGate(limits, {
+      refused: (reason) => {
+        this.metrics.rejectedConnections.inc({ listener: name, reason });
+        this.log.debug(
+          { listener: name, reason },
+          "refused a connection: too many TLS handshakes in progress",
+        );
+      },
+      changed: (inProgress) => handshakes.set(inProgress),
+    }).guard(server);
+    server.on("tlsClientError", (err: Error, socket: TLSSocket) => {
+      // Node reports a failed or timed-out handshake here and then leaves the socket open for
+      // as long as the client likes: close it, or half-open handshakes pile up without bound.
+      socket.destroy();
+      this.metrics.rejectedConnections.inc({ listener: name, reason: "tls" });
+      this.log.debug({ listener: name, err: err.message }, "TLS handshake failed");
+    });
+  }
+
+  /** Stop accepting: listeners close, gRPC sessions get GOAWAY; open connections go on. */
+  drain(): void {
+    for (const s of this.servers) if (s.listening) s.close();
+    for (const g of this.grpcServers) g.drain();
+  }
+
+  /** Ends every session and socket, and waits for the listeners to close. */
+  async close(): Promise<void> {
+    for (const g of this.grpcServers) g.close();
+    for (const w of this.watches) w.close();
+    this.sockets.destroyAll();
+    await Promise.all(this.servers.map(closeServer));
+  }
+}

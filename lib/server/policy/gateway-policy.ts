@@ -1,0 +1,56 @@
+/**
+ * The decisions a gateway takes about peers, passed in rather than made inside the data path:
+ * who an agent is, who a caller is, and whether a caller may make a dial. The composition root
+ * (services/server/main.ts) chooses them; tenancy and egress policy replace the single-tenant
+ * defaults built here.
+ */
+import { readFileSync } from "node:fs";
+import type { ServerOptions } from "../../config/server-options.js";
+import { ConfigError } from "../../errors.js";
+import type { DialRequest } from "../../tunnel/endpoints.js";
+import type { DialContext } from "../core/dial-context.js";
+import {
+  type AgentAuthenticator,
+  hashToken,
+  parseTokenFile,
+  staticAgentAuthenticator,
+} from "./agent-auth.js";
+import { type CallerAuthenticator, singleTenantCallerAuthenticator } from "./caller-auth.js";
+
+/** Throws a GatewayError (ForbiddenError: 403 / PERMISSION_DENIED) for a dial it refuses. */
+export type DialAuthorizer = (ctx: DialContext, req: DialRequest) => void;
+
+export interface GatewayPolicy {
+  authenticateAgent: AgentAuthenticator;
+  authenticateCaller: CallerAuthenticator;
+  authorizeDial: DialAuthorizer;
+}
+
+/** Every dial an authenticated caller asks for (the agent applies its destination policy). */
+export const allowEveryDial: DialAuthorizer = () => {};
+
+function loadTokenHashes(opts: ServerOptions): Buffer[] {
+  const tokens = [...opts.agent.tokens];
+  if (opts.agent.tokenFile) {
+    try {
+      tokens.push(...parseTokenFile(readFileSync(opts.agent.tokenFile, "utf8")));
+    } catch (err) {
+      throw new ConfigError(`--agent-token-file: ${(err as Error).message}`, { cause: err });
+    }
+    if (tokens.length === 0)
+      throw new ConfigError(`--agent-token-file ${opts.agent.tokenFile} has no tokens`);
+  }
+  return tokens.map(hashToken);
+}
+
+/** The drop-in konnectivity-server: one tenant, "default"; agents by token or certificate. */
+export function singleTenantPolicy(opts: ServerOptions): GatewayPolicy {
+  return {
+    authenticateAgent: staticAgentAuthenticator({
+      tokenHashes: loadTokenHashes(opts),
+      acceptCertificates: opts.agent.tls.ca !== "",
+    }),
+    authenticateCaller: singleTenantCallerAuthenticator({ anonymousCallers: opts.frontend.anonymousCallers }),
+    authorizeDial: allowEveryDial,
+  };
+}

@@ -1,0 +1,30 @@
+/**
+ * The server's fixed durations and sizes, each with its reason. Durations an operator may need to
+ * change are flags instead (lib/config/server-options.ts); these are the ones that follow from the
+ * protocol or from measurement.
+ */
+
+/** Keepalive of callers: how long to wait for a ping ack before declaring the peer dead. */
+export const KEEPALIVE_TIMEOUT_MS = 20_000;
+
+/**
+ * How long a probe of an agent may go unanswered before the agent counts as unresponsive (no new
+ * dials; core/agent-liveness.ts). A live agent answers a PING within milliseconds; two seconds
+ * allow for a GC pause or a loaded node without letting dials queue on a frozen agent.
+ */
+export const AGENT_PROBE_ANSWER_MS = 2_000;
+
+/**
+ * Dead HTTP/2 peers (lib/transport/http2-peer-watch.ts): sessions silent for half a second after
+ * our writes are checked; a reset socket is closed at once, a live-looking one gets a PING (the
+ * time to answer is per listener: the agent port waits as long as the agent liveness timeout, so
+ * a frozen agent keeps its tunnels as long as that documented bound promises).
+ */
+export const PEER_WATCH_TICK_MS = 500;
+export const PEER_WATCH_STALL_MS = 500;
+
+/** While shutting down, how often to check whether open tunnels have finished. */
+export const DRAIN_POLL_MS = 100;
+
+/** Largest gRPC message accepted from a peer (upstream's servers take 16 MiB DATA packets too). */
+export const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
