@@ -27,7 +27,13 @@ export type ErrorCode =
   | "ERR_MESSAGE_TOO_LARGE"
   | "ERR_DEADLINE_EXCEEDED"
   | "ERR_SHUTTING_DOWN"
-  | "ERR_SERVER_CONNECT";
+  | "ERR_SERVER_CONNECT"
+  // The tenant store (lib/tenancy/errors.ts has the classes).
+  | "ERR_NOT_FOUND"
+  | "ERR_ALREADY_EXISTS"
+  | "ERR_CONFLICT"
+  | "ERR_STORE_CORRUPT"
+  | "ERR_STORE_UNAVAILABLE";
 
 export class GatewayError extends Error {
   readonly code: ErrorCode;
@@ -261,6 +267,11 @@ const HTTP_STATUS: Record<ErrorCode, number> = {
   ERR_DEADLINE_EXCEEDED: 504,
   ERR_SHUTTING_DOWN: 503,
   ERR_SERVER_CONNECT: 502,
+  ERR_NOT_FOUND: 404,
+  ERR_ALREADY_EXISTS: 409,
+  ERR_CONFLICT: 409,
+  ERR_STORE_CORRUPT: 500,
+  ERR_STORE_UNAVAILABLE: 503,
 };
 
 /** HTTP status for a CONNECT request that failed with `err`. Unknown errors are 500. */
@@ -280,6 +291,10 @@ export const GrpcCode = {
   INTERNAL: 13,
   UNAVAILABLE: 14,
   UNAUTHENTICATED: 16,
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  ABORTED: 10,
+  DATA_LOSS: 15,
 } as const;
 
 const GRPC_STATUS: Record<ErrorCode, number> = {
@@ -306,6 +321,12 @@ const GRPC_STATUS: Record<ErrorCode, number> = {
   ERR_DEADLINE_EXCEEDED: GrpcCode.DEADLINE_EXCEEDED,
   ERR_SHUTTING_DOWN: GrpcCode.UNAVAILABLE,
   ERR_SERVER_CONNECT: GrpcCode.UNAVAILABLE,
+  ERR_NOT_FOUND: GrpcCode.NOT_FOUND,
+  ERR_ALREADY_EXISTS: GrpcCode.ALREADY_EXISTS,
+  // ABORTED is gRPC's code for a failed optimistic-concurrency check: retry the read-modify-write.
+  ERR_CONFLICT: GrpcCode.ABORTED,
+  ERR_STORE_CORRUPT: GrpcCode.DATA_LOSS,
+  ERR_STORE_UNAVAILABLE: GrpcCode.UNAVAILABLE,
 };
 
 /** gRPC status code for a stream that fails with `err`. Unknown errors are INTERNAL. */

@@ -17,6 +17,10 @@ const COMMANDS: Record<
     summary: "run the in-cluster agent (konnectivity-agent compatible)",
     load: () => import("./agent/main.js"),
   },
+  tenant: {
+    summary: "manage tenants and their credentials (create, list, show, rotate, revoke, delete, bundle)",
+    load: () => import("./tenant/main.js"),
+  },
   demo: {
     summary: "start a local server, agent and backend, and send a request through the tunnel",
     load: () => import("./demo/main.js"),

@@ -52,21 +52,36 @@ export interface ParsedFlags<T extends Record<string, FlagSpec>> {
   values: FlagValues<T>;
   /** Names of flags the user set explicitly (command line or environment). */
   explicit: Set<keyof T & string>;
+  /** Names of flags given on the command line (not from the environment). */
+  onCommandLine: Set<keyof T & string>;
+  /** Arguments that are not flags, in order; always empty unless `allowPositionals`. */
+  positionals: string[];
   help: boolean;
+}
+
+export interface ParseFlagsOptions {
+  /** Accept arguments that are not flags (subcommands, names) instead of refusing them. */
+  allowPositionals?: boolean;
 }
 
 export function parseFlags<T extends Record<string, FlagSpec>>(
   specs: T,
   argv: readonly string[],
   env: Readonly<Record<string, string | undefined>> = {},
+  options: ParseFlagsOptions = {},
 ): ParsedFlags<T> {
   const values: Record<string, string | number | boolean> = {};
   const explicit = new Set<string>();
+  const positionals: string[] = [];
   let help = false;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === "--help" || arg === "-h") {
       help = true;
+      continue;
+    }
+    if (!arg.startsWith("--") && options.allowPositionals) {
+      positionals.push(arg);
       continue;
     }
     if (!arg.startsWith("--")) throw new ConfigError(`unexpected argument "${arg}"`);
@@ -86,6 +101,7 @@ export function parseFlags<T extends Record<string, FlagSpec>>(
     values[name] = convert(name, spec, raw);
     explicit.add(name);
   }
+  const onCommandLine = new Set(explicit);
   for (const [name, spec] of Object.entries(specs)) {
     if (name in values) continue;
     const fromEnv = spec.env ? env[spec.env] : undefined;
@@ -96,7 +112,13 @@ export function parseFlags<T extends Record<string, FlagSpec>>(
       values[name] = spec.default;
     }
   }
-  return { values: values as FlagValues<T>, explicit: explicit as Set<keyof T & string>, help };
+  return {
+    values: values as FlagValues<T>,
+    explicit: explicit as Set<keyof T & string>,
+    onCommandLine: onCommandLine as Set<keyof T & string>,
+    positionals,
+    help,
+  };
 }
 
 export function formatHelp(usage: string, summary: string, specs: Record<string, FlagSpec>): string {

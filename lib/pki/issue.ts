@@ -19,6 +19,8 @@ export interface IssueOptions {
   dnsNames?: readonly string[];
   /** IPv4 or IPv6 literals, without zone ids. */
   ipAddresses?: readonly string[];
+  /** URI SANs (e.g. a tenant's `kgw://tenant/<id>/caller`); absolute, printable ASCII only. */
+  uris?: readonly string[];
   usage: CertificateUsage;
   /** Defaults to 365; never extends past the CA's own expiry. */
   validityDays?: number;
@@ -109,7 +111,8 @@ async function authorityKeyIdentifier(caCert: x509.X509Certificate): Promise<x50
 function subjectAltNames(options: IssueOptions): x509.JsonGeneralName[] {
   const dns = (options.dnsNames ?? []).map((name) => ({ type: "dns" as const, value: checkDnsName(name) }));
   const ips = (options.ipAddresses ?? []).map((ip) => ({ type: "ip" as const, value: sanIpAddress(ip) }));
-  return [...dns, ...ips];
+  const uris = (options.uris ?? []).map((uri) => ({ type: "url" as const, value: checkUri(uri) }));
+  return [...dns, ...ips, ...uris];
 }
 
 const DNS_NAME = /^(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
@@ -123,6 +126,15 @@ function checkDnsName(name: string): string {
     throw new TypeError(`invalid DNS name in dnsNames: ${JSON.stringify(name)}`);
   }
   return name;
+}
+
+// A scheme, then printable ASCII without spaces (RFC 3986 characters are a subset): an IA5String
+// SAN cannot hold more, and a verifier comparing URIs must see exactly what we meant.
+const URI = /^[A-Za-z][A-Za-z0-9+.-]*:[\x21-\x7e]+$/;
+
+function checkUri(uri: string): string {
+  if (!URI.test(uri)) throw new TypeError(`invalid URI in uris: ${JSON.stringify(uri)}`);
+  return uri;
 }
 
 /**

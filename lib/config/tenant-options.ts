@@ -1,0 +1,362 @@
+/**
+ * Everything `kgw tenant` can be told, in one place: the subcommands, the flag table, which flags
+ * each subcommand takes, defaults and validation. The entrypoint calls `parseTenantCommand` once
+ * and hands the plain object to lib/tenancy/cli.
+ */
+import path from "node:path";
+import { ConfigError } from "../errors.js";
+import type { UdsProxyProtocol } from "../tenancy/bundle/egress-selector.js";
+import { type GatewayAddress, parseGatewayAddress } from "../tenancy/bundle/gateway-address.js";
+import {
+  DEFAULT_CALLER_CERT_VALIDITY_MS,
+  DEFAULT_ROTATION_GRACE_MS,
+  MAX_ROTATION_GRACE_MS,
+} from "../tenancy/limits.js";
+import type { CredentialKind } from "../tenancy/model.js";
+import { checkTenantId } from "../tenancy/tenant-id.js";
+import { defineFlags, formatHelp, parseFlags } from "./flags.js";
+
+/** Where the bundle is mounted on control-plane nodes unless told otherwise. */
+const DEFAULT_MOUNT_DIR = "/etc/kubernetes/kgw";
+/** The socket path of the Kubernetes documentation's konnectivity-server example. */
+const DEFAULT_UDS_NAME = "/etc/kubernetes/konnectivity-server/konnectivity-server.socket";
+/** Paths end up in YAML and on other machines: long or odd ones are mistakes, not needs. */
+const MAX_PATH_LENGTH = 1024;
+/** A client certificate outliving five years is one nobody will remember to rotate. */
+const MAX_CERT_VALIDITY_MS = 5 * 365 * 86_400_000;
+/** Shorter than a day and the bundle expires before it is deployed. */
+const MIN_CERT_VALIDITY_MS = 86_400_000;
+
+export const TENANT_FLAGS = defineFlags({
+  "store-dir": {
+    kind: "string",
+    default: "",
+    help: "Directory of the tenant store (created by the first create).",
+    env: "KGW_TENANT_STORE_DIR",
+  },
+  output: { kind: "string", default: "text", help: "Output format: text or json." },
+  "display-name": { kind: "string", default: "", help: "create: a name for people (default: the id)." },
+  "caller-token": {
+    kind: "bool",
+    default: false,
+    help: "create: also issue a caller token (CONNECT Proxy-Authorization, for non-Kubernetes callers).",
+  },
+  bundle: { kind: "bool", default: true, help: "create: also issue and write the caller bundle." },
+  all: { kind: "bool", default: false, help: "list: include deleted tenants." },
+  credential: {
+    kind: "string",
+    default: "agent-token",
+    help: "rotate: which credential: agent-token, caller-token or caller-certificate.",
+  },
+  grace: {
+    kind: "duration",
+    default: DEFAULT_ROTATION_GRACE_MS,
+    help: "rotate: how long the credentials rotated out stay valid.",
+  },
+  "ca-cert": { kind: "string", default: "", help: "Gateway CA certificate (PEM).", env: "KGW_CA_CERT" },
+  "ca-key": { kind: "string", default: "", help: "Gateway CA private key (PEM).", env: "KGW_CA_KEY" },
+  "server-ca-bundle": {
+    kind: "string",
+    default: "",
+    help: "CA bundle kube-apiserver verifies the gateway's serving certificate with (default: --ca-cert).",
+  },
+  "gateway-address": {
+    kind: "string",
+    default: "",
+    help: "host:port kube-apiserver dials (must match the gateway's serving certificate).",
+    env: "KGW_GATEWAY_ADDRESS",
+  },
+  out: {
+    kind: "string",
+    default: "",
+    help: "Directory the bundle is written to (default ./kgw-bundle-<tenant>).",
+  },
+  "mount-dir": {
+    kind: "string",
+    default: DEFAULT_MOUNT_DIR,
+    help: "Where the bundle's files will be on the kube-apiserver hosts (paths in the YAML).",
+  },
+  "uds-name": {
+    kind: "string",
+    default: DEFAULT_UDS_NAME,
+    help: "Socket path for the Unix socket variant of the egress configuration.",
+  },
+  "uds-proxy-protocol": {
+    kind: "string",
+    default: "GRPC",
+    help: "Protocol of the Unix socket variant: GRPC or HTTPConnect.",
+  },
+  "cert-validity": {
+    kind: "duration",
+    default: DEFAULT_CALLER_CERT_VALIDITY_MS,
+    help: "Validity of a caller certificate (capped at the CA's own expiry).",
+  },
+});
+
+type FlagName = keyof typeof TENANT_FLAGS;
+export type TenantSubcommand = "create" | "list" | "show" | "rotate" | "revoke" | "delete" | "bundle";
+export type OutputFormat = "text" | "json";
+
+const BUNDLE_FLAGS: readonly FlagName[] = [
+  "ca-cert",
+  "ca-key",
+  "server-ca-bundle",
+  "gateway-address",
+  "out",
+  "mount-dir",
+  "uds-name",
+  "uds-proxy-protocol",
+  "cert-validity",
+];
+
+const SUBCOMMANDS: Record<TenantSubcommand, { args: string[]; summary: string; flags: readonly FlagName[] }> =
+  {
+    create: {
+      args: ["TENANT"],
+      summary: "create a tenant; prints its agent token once and writes its caller bundle",
+      flags: ["display-name", "caller-token", "bundle", ...BUNDLE_FLAGS],
+    },
+    list: { args: [], summary: "list tenants (no secrets)", flags: ["all"] },
+    show: { args: ["TENANT"], summary: "show a tenant and its credentials (no secrets)", flags: [] },
+    rotate: {
+      args: ["TENANT"],
+      summary: "issue a new credential; the old ones of that kind stay valid for --grace",
+      flags: ["credential", "grace", ...BUNDLE_FLAGS],
+    },
+    revoke: { args: ["TENANT", "CREDENTIAL_ID"], summary: "refuse a credential from now on", flags: [] },
+    delete: { args: ["TENANT"], summary: "delete a tenant: all its credentials stop working", flags: [] },
+    bundle: {
+      args: ["TENANT"],
+      summary: "issue a caller certificate and write the control plane's bundle",
+      flags: BUNDLE_FLAGS,
+    },
+  };
+const COMMON_FLAGS: readonly FlagName[] = ["store-dir", "output"];
+
+export interface BundleSettings {
+  caCert: string;
+  caKey: string;
+  /** File with the CA bundle for verifying the gateway (defaults to caCert). */
+  serverCaBundle: string;
+  gateway: GatewayAddress;
+  outDir: string;
+  mountDir: string;
+  udsName: string;
+  udsProxyProtocol: UdsProxyProtocol;
+  certValidityMs: number;
+}
+
+interface Common {
+  storeDir: string;
+  output: OutputFormat;
+}
+
+export type TenantCommand =
+  | (Common & {
+      name: "create";
+      tenantId: string;
+      displayName: string | undefined;
+      callerToken: boolean;
+      bundle: BundleSettings | null;
+    })
+  | (Common & { name: "list"; all: boolean })
+  | (Common & { name: "show"; tenantId: string })
+  | (Common & {
+      name: "rotate";
+      tenantId: string;
+      credential: CredentialKind;
+      graceMs: number;
+      /** Set when rotating the caller certificate: the new one is written as a bundle. */
+      bundle: BundleSettings | null;
+    })
+  | (Common & { name: "revoke"; tenantId: string; credentialId: string })
+  | (Common & { name: "delete"; tenantId: string })
+  | (Common & { name: "bundle"; tenantId: string; bundle: BundleSettings });
+
+export type ParsedTenantCommand = { help: true; text: string } | { help: false; command: TenantCommand };
+
+export function parseTenantCommand(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+): ParsedTenantCommand {
+  const parsed = parseFlags(TENANT_FLAGS, argv, env, { allowPositionals: true });
+  const [sub, ...args] = parsed.positionals;
+  if (sub === undefined || sub === "help") return { help: true, text: tenantHelp() };
+  if (!Object.hasOwn(SUBCOMMANDS, sub)) {
+    throw new ConfigError(
+      `unknown subcommand "${sub.slice(0, 40)}" (one of ${Object.keys(SUBCOMMANDS).join(", ")})`,
+    );
+  }
+  const name = sub as TenantSubcommand;
+  const spec = SUBCOMMANDS[name];
+  if (parsed.help) return { help: true, text: tenantHelp(name) };
+  // Only flags from the command line: an environment variable set for other subcommands is fine.
+  for (const flag of parsed.onCommandLine) {
+    if (!COMMON_FLAGS.includes(flag) && !spec.flags.includes(flag)) {
+      throw new ConfigError(`--${flag} does not apply to kgw tenant ${name}`);
+    }
+  }
+  if (args.length !== spec.args.length) {
+    throw new ConfigError(`usage: kgw tenant ${name} ${spec.args.join(" ")}`.trimEnd());
+  }
+  const f = parsed.values;
+  const common: Common = {
+    storeDir: requirePath(f["store-dir"], "--store-dir"),
+    output: outputFormat(f.output),
+  };
+  const tenantId = () => asConfig(() => checkTenantId(args[0]));
+  const bundle = (tenant: string) => bundleSettings(f, tenant);
+
+  switch (name) {
+    case "create": {
+      const id = tenantId();
+      return ok({
+        ...common,
+        name,
+        tenantId: id,
+        displayName: f["display-name"] === "" ? undefined : f["display-name"],
+        callerToken: f["caller-token"],
+        bundle: f.bundle ? bundle(id) : null,
+      });
+    }
+    case "list":
+      return ok({ ...common, name, all: f.all });
+    case "show":
+    case "delete":
+      return ok({ ...common, name, tenantId: tenantId() });
+    case "revoke":
+      return ok({ ...common, name, tenantId: tenantId(), credentialId: credentialId(args[1]!) });
+    case "rotate": {
+      const id = tenantId();
+      const credential = credentialKind(f.credential);
+      if (f.grace > MAX_ROTATION_GRACE_MS) {
+        throw new ConfigError(`--grace must be at most ${MAX_ROTATION_GRACE_MS / 86_400_000} days`);
+      }
+      const wantsBundle = credential === "caller-certificate";
+      const bundleFlagGiven = BUNDLE_FLAGS.some((b) => parsed.onCommandLine.has(b));
+      if (!wantsBundle && bundleFlagGiven) {
+        throw new ConfigError("bundle flags apply to --credential=caller-certificate only");
+      }
+      return ok({
+        ...common,
+        name,
+        tenantId: id,
+        credential,
+        graceMs: f.grace,
+        bundle: wantsBundle ? bundle(id) : null,
+      });
+    }
+    case "bundle": {
+      const id = tenantId();
+      return ok({ ...common, name, tenantId: id, bundle: bundle(id) });
+    }
+  }
+}
+
+function ok(command: TenantCommand): ParsedTenantCommand {
+  return { help: false, command };
+}
+
+type Values = ReturnType<typeof parseFlags<typeof TENANT_FLAGS>>["values"];
+
+function bundleSettings(f: Values, tenantId: string): BundleSettings {
+  if (!f["ca-cert"] || !f["ca-key"]) {
+    throw new ConfigError(
+      "a caller bundle needs the gateway CA: --ca-cert and --ca-key (or $KGW_CA_CERT/$KGW_CA_KEY); with create, --bundle=false skips it",
+    );
+  }
+  if (!f["gateway-address"]) {
+    throw new ConfigError("a caller bundle needs --gateway-address host:port (or $KGW_GATEWAY_ADDRESS)");
+  }
+  const gateway = parseGatewayAddress(f["gateway-address"]);
+  if ("error" in gateway) throw new ConfigError(`--gateway-address: ${gateway.error}`);
+  const protocol = f["uds-proxy-protocol"];
+  if (protocol !== "GRPC" && protocol !== "HTTPConnect") {
+    throw new ConfigError(`--uds-proxy-protocol: "${protocol.slice(0, 40)}" is not GRPC or HTTPConnect`);
+  }
+  if (f["cert-validity"] < MIN_CERT_VALIDITY_MS || f["cert-validity"] > MAX_CERT_VALIDITY_MS) {
+    throw new ConfigError("--cert-validity must be between 24h and 5 years (43800h)");
+  }
+  return {
+    caCert: requirePath(f["ca-cert"], "--ca-cert"),
+    caKey: requirePath(f["ca-key"], "--ca-key"),
+    serverCaBundle: requirePath(f["server-ca-bundle"] || f["ca-cert"], "--server-ca-bundle"),
+    gateway,
+    outDir: requirePath(f.out || `kgw-bundle-${tenantId}`, "--out"),
+    mountDir: absolutePosixPath(f["mount-dir"], "--mount-dir"),
+    udsName: absolutePosixPath(f["uds-name"], "--uds-name"),
+    udsProxyProtocol: protocol,
+    certValidityMs: f["cert-validity"],
+  };
+}
+
+/** A local path: non-empty, bounded, no control characters (it is printed and logged). */
+function requirePath(value: string, flag: string): string {
+  if (value === "") throw new ConfigError(`${flag} is required`);
+  if (value.length > MAX_PATH_LENGTH || /[\p{Cc}\u2028\u2029]/u.test(value)) {
+    throw new ConfigError(`${flag}: not a usable path`);
+  }
+  return value;
+}
+
+/**
+ * A path on the kube-apiserver hosts, written into YAML: absolute, POSIX, printable ASCII,
+ * normalized (no `..` that would make it mean something else than it reads).
+ */
+function absolutePosixPath(value: string, flag: string): string {
+  const trimmed = value.length > 1 ? value.replace(/\/+$/, "") : value;
+  if (
+    !trimmed.startsWith("/") ||
+    trimmed.length > MAX_PATH_LENGTH ||
+    !/^[\x21-\x7e]+$/.test(trimmed) ||
+    path.posix.normalize(trimmed) !== trimmed
+  ) {
+    throw new ConfigError(`${flag}: expected a normalized absolute path of printable ASCII without spaces`);
+  }
+  return trimmed;
+}
+
+function outputFormat(v: string): OutputFormat {
+  if (v === "text" || v === "json") return v;
+  throw new ConfigError(`--output: "${v.slice(0, 40)}" is not text or json`);
+}
+
+function credentialKind(v: string): CredentialKind {
+  if (v === "agent-token" || v === "caller-token" || v === "caller-certificate") return v;
+  throw new ConfigError(
+    `--credential: "${v.slice(0, 40)}" is not agent-token, caller-token or caller-certificate`,
+  );
+}
+
+/** Credential ids are token ids (16 hex digits) or certificate serials (hex, maybe with colons). */
+function credentialId(v: string): string {
+  const id = v.toLowerCase();
+  if (!/^[0-9a-f:]{1,95}$/.test(id)) throw new ConfigError("CREDENTIAL_ID: expected the hex id `show` lists");
+  return id;
+}
+
+function asConfig<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+}
+
+export function tenantHelp(sub?: TenantSubcommand): string {
+  if (sub) {
+    const spec = SUBCOMMANDS[sub];
+    const flags = Object.fromEntries(
+      [...COMMON_FLAGS, ...spec.flags].map((name) => [name, TENANT_FLAGS[name]] as const),
+    );
+    return formatHelp(`kgw tenant ${sub} ${spec.args.join(" ")} [flags]`, spec.summary, flags);
+  }
+  const rows = Object.entries(SUBCOMMANDS).map(
+    ([name, s]) => `  ${`${name} ${s.args.join(" ")}`.padEnd(30)} ${s.summary}`,
+  );
+  return formatHelp(
+    "kgw tenant <subcommand> [args] [flags]",
+    `Manages tenants and their credentials in a tenant store.\n\nSubcommands:\n${rows.join("\n")}`,
+    TENANT_FLAGS,
+  );
+}

@@ -1,0 +1,58 @@
+/**
+ * Turns the bundle flags into what writeCallerBundle needs: reads and checks the gateway CA and
+ * the CA bundle first, so a wrong path fails before any tenant or certificate is made.
+ */
+import { X509Certificate } from "node:crypto";
+import { readFile, stat } from "node:fs/promises";
+import type { BundleSettings } from "../../config/tenant-options.js";
+import { ConfigError } from "../../errors.js";
+import { type CertificateAuthority, loadCa } from "../../pki/ca.js";
+import type { CallerBundleOptions } from "../bundle/caller-bundle.js";
+
+export async function loadBundleOptions(s: BundleSettings, now: () => Date): Promise<CallerBundleOptions> {
+  const [certPem, keyPem, caBundlePem] = await Promise.all([
+    readPem(s.caCert, "--ca-cert"),
+    readPem(s.caKey, "--ca-key"),
+    readPem(s.serverCaBundle, "--server-ca-bundle"),
+  ]);
+  let ca: CertificateAuthority;
+  try {
+    ca = loadCa({ certPem, keyPem });
+  } catch (err) {
+    throw new ConfigError(`--ca-cert/--ca-key: ${(err as Error).message}`);
+  }
+  try {
+    new X509Certificate(caBundlePem);
+  } catch {
+    throw new ConfigError(`--server-ca-bundle: ${s.serverCaBundle} holds no PEM certificate`);
+  }
+  return {
+    ca,
+    caBundlePem,
+    gatewayUrl: s.gateway.url,
+    outDir: s.outDir,
+    mountDir: s.mountDir,
+    udsName: s.udsName,
+    udsProxyProtocol: s.udsProxyProtocol,
+    certValidityMs: s.certValidityMs,
+    now,
+  };
+}
+
+/** PEM files are small; a larger one is a wrong path (a disk image, a log). */
+const MAX_PEM_BYTES = 1 << 20;
+
+async function readPem(file: string, flag: string): Promise<string> {
+  let text: string;
+  try {
+    if ((await stat(file)).size > MAX_PEM_BYTES) throw new ConfigError(`${flag}: ${file} is not a PEM file`);
+    text = await readFile(file, "utf8");
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    throw new ConfigError(`${flag}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? err}`);
+  }
+  if (!text.includes("-----BEGIN ")) {
+    throw new ConfigError(`${flag}: ${file} is not a PEM file`);
+  }
+  return text;
+}

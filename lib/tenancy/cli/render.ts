@@ -1,0 +1,133 @@
+/**
+ * What `kgw tenant` prints about tenants. Built from a public view that holds no secret and no
+ * hash, so no output path can leak one; text fields come from validated records (printable,
+ * bounded), so nothing printed can drive the terminal.
+ */
+import type { CallerBundleOptions, WrittenBundle } from "../bundle/caller-bundle.js";
+import { BUNDLE_FILES } from "../bundle/egress-selector.js";
+import { type CredentialStatus, credentialStatus, isUsable } from "../credential-status.js";
+import { CREDENTIAL_KINDS, type CredentialKind, credentialsOf, type TenantRecord } from "../model.js";
+
+export interface PublicCredential {
+  kind: CredentialKind;
+  id: string;
+  status: CredentialStatus;
+  createdAt: string;
+  expiresAt: string | null;
+  revokedAt: string | null;
+  subject?: string;
+  uri?: string;
+  notAfter?: string;
+}
+
+export interface PublicTenant {
+  id: string;
+  displayName: string;
+  state: TenantRecord["state"];
+  version: number;
+  createdAt: string;
+  updatedAt: string;
+  credentials: PublicCredential[];
+}
+
+export function publicTenant(record: TenantRecord, now: Date): PublicTenant {
+  const credentials: PublicCredential[] = [];
+  for (const kind of CREDENTIAL_KINDS) {
+    for (const c of credentialsOf(record, kind)) {
+      // Field by field, never a spread: a hash must not ride along.
+      const view: PublicCredential = {
+        kind,
+        id: c.id,
+        status: credentialStatus(c, now),
+        createdAt: c.createdAt,
+        expiresAt: c.expiresAt,
+        revokedAt: c.revokedAt,
+      };
+      if ("notAfter" in c) Object.assign(view, { subject: c.subject, uri: c.uri, notAfter: c.notAfter });
+      credentials.push(view);
+    }
+  }
+  return {
+    id: record.id,
+    displayName: record.displayName,
+    state: record.state,
+    version: record.version,
+    createdAt: record.createdAt,
+    updatedAt: record.updatedAt,
+    credentials,
+  };
+}
+
+export function tenantTable(records: readonly TenantRecord[], now: Date): string {
+  const usable = (r: TenantRecord, kind: CredentialKind) =>
+    String(credentialsOf(r, kind).filter((c) => isUsable(c, now)).length);
+  return table(
+    ["ID", "STATE", "VERSION", "AGENT TOKENS", "CALLER CERTS", "CALLER TOKENS", "DISPLAY NAME"],
+    records.map((r) => [
+      r.id,
+      r.state,
+      String(r.version),
+      usable(r, "agent-token"),
+      usable(r, "caller-certificate"),
+      usable(r, "caller-token"),
+      r.displayName,
+    ]),
+  );
+}
+
+export function tenantDetails(record: TenantRecord, now: Date): string {
+  const view = publicTenant(record, now);
+  const head = [
+    `tenant ${view.id} (${view.displayName}): ${view.state}, version ${view.version}`,
+    `created ${view.createdAt}, updated ${view.updatedAt}`,
+  ];
+  if (view.credentials.length === 0) return `${head.join("\n")}\nno credentials\n`;
+  const rows = view.credentials.map((c) => [
+    c.kind,
+    c.id,
+    c.status,
+    c.createdAt,
+    c.revokedAt ?? c.expiresAt ?? c.notAfter ?? "-",
+  ]);
+  return `${head.join("\n")}\n\n${table(["KIND", "ID", "STATUS", "CREATED", "ENDS"], rows)}`;
+}
+
+function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join("  ")
+      .trimEnd();
+  return `${[header, ...rows].map(line).join("\n")}\n`;
+}
+
+export function rotatedText(record: TenantRecord, kind: string, newId: string): string[] {
+  const list =
+    kind === "agent-token"
+      ? record.agentTokens
+      : kind === "caller-token"
+        ? record.callerTokens
+        : record.callerCertificates;
+  const graced = list.filter((c) => c.id !== newId && c.expiresAt !== null && c.revokedAt === null);
+  const until = graced.map((c) => c.expiresAt!).sort()[0];
+  return [
+    `Rotated the ${kind} of tenant ${record.id}: new ${newId}.`,
+    until ? `The previous ones are accepted until ${until}.` : "There was no previous one still valid.",
+  ];
+}
+
+export function bundleView(written: WrittenBundle | undefined) {
+  if (!written) return undefined;
+  return { dir: written.dir, files: written.files, serial: written.serial, notAfter: written.notAfter };
+}
+
+export function bundleText(written: WrittenBundle, options: CallerBundleOptions): string[] {
+  return [
+    `Caller bundle: ${written.dir}`,
+    `  client certificate ${written.serial}, valid until ${written.notAfter}`,
+    `  copy its files to ${options.mountDir} on every control-plane node, then run kube-apiserver with`,
+    `  --egress-selector-config-file=${options.mountDir}/${BUNDLE_FILES.egressTcp}`,
+    `  (${BUNDLE_FILES.egressUds}: the same over the Unix socket ${options.udsName})`,
+  ];
+}

@@ -1,0 +1,86 @@
+/**
+ * The tenant model. A tenant is one cluster: its agents and the kube-apiservers of its control
+ * plane, each proving who they are with a credential listed here. Records are immutable
+ * snapshots (the store freezes what it returns); every change is a new record with the next
+ * version, written with a condition on the previous one (lib/tenancy/store.ts).
+ *
+ * Times are ISO 8601 UTC strings ("2026-12-04T10:00:00.000Z"): the same text in memory, in the
+ * file store and in DynamoDB, and readable by an operator.
+ */
+
+/**
+ * "deleted" is a tombstone: the record stays (with no credentials) so that watchers see the
+ * deletion as a change like any other, and so that versions keep increasing if the id is used
+ * again. A deleted tenant authenticates nothing.
+ */
+export type TenantState = "active" | "deleted";
+
+/** What a credential lets its holder do; the role comes from the credential, never the port. */
+export type CredentialKind = "agent-token" | "caller-token" | "caller-certificate";
+
+export const CREDENTIAL_KINDS: readonly CredentialKind[] = [
+  "agent-token",
+  "caller-token",
+  "caller-certificate",
+];
+
+export interface CredentialBase {
+  /** Unique within the tenant; not secret (shown by `kgw tenant show`, used by `revoke`). */
+  readonly id: string;
+  readonly createdAt: string;
+  /**
+   * End of validity other than revocation: set when the credential is rotated out (now plus the
+   * grace period). null: valid until revoked (a certificate also ends at its notAfter).
+   */
+  readonly expiresAt: string | null;
+  /** Set by `revoke`: refused from then on, grace or not. */
+  readonly revokedAt: string | null;
+}
+
+/**
+ * A bearer token (lib/tenancy/tokens.ts). Only its SHA-256 is stored: the token is 256 random
+ * bits, so the hash cannot be reversed by guessing, and a leaked store yields no usable token.
+ */
+export interface TokenCredential extends CredentialBase {
+  /** Hex SHA-256 of the whole token text. */
+  readonly sha256: string;
+}
+
+/**
+ * A client certificate the gateway's CA issued to the tenant's kube-apiservers. The id is the
+ * certificate's serial number (lower-case hex, no leading zeros). The key was never stored.
+ */
+export interface CallerCertificate extends CredentialBase {
+  /** RFC 4514 text of the subject, for people. */
+  readonly subject: string;
+  /** The URI SAN naming the tenant (lib/tenancy/caller-uri.ts). */
+  readonly uri: string;
+  readonly notAfter: string;
+}
+
+export interface TenantRecord {
+  readonly id: string;
+  /** 1 for the first write of this id, then +1 per write (a re-created id continues counting). */
+  readonly version: number;
+  readonly displayName: string;
+  readonly state: TenantState;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  readonly agentTokens: readonly TokenCredential[];
+  readonly callerTokens: readonly TokenCredential[];
+  readonly callerCertificates: readonly CallerCertificate[];
+}
+
+export type AnyCredential = TokenCredential | CallerCertificate;
+
+/** The list of a record that holds credentials of `kind`. */
+export function credentialsOf(record: TenantRecord, kind: CredentialKind): readonly AnyCredential[] {
+  switch (kind) {
+    case "agent-token":
+      return record.agentTokens;
+    case "caller-token":
+      return record.callerTokens;
+    case "caller-certificate":
+      return record.callerCertificates;
+  }
+}

@@ -1,0 +1,173 @@
+/**
+ * The stored form of a tenant record, for every store: JSON with a schema number and exactly the
+ * fields of `TenantRecord`. Parsing is strict (unknown fields, wrong types, oversized text or too
+ * many credentials are refused) because a record decides who reaches a cluster: anything the
+ * parser is unsure of must fail closed, with an error that says where, not what the bytes were.
+ */
+import { normalizeSerial, tenantIdOfCallerUri } from "./caller-uri.js";
+import { InvalidTenantInputError, TenantStoreCorruptError } from "./errors.js";
+import { MAX_CREDENTIALS_PER_KIND, MAX_DISPLAY_NAME_LENGTH, MAX_RECORD_BYTES } from "./limits.js";
+import type { CallerCertificate, TenantRecord, TenantState, TokenCredential } from "./model.js";
+import { isValidTenantId } from "./tenant-id.js";
+import { TOKEN_ID_PATTERN } from "./tokens.js";
+
+/** Bumped when the stored shape changes incompatibly; a reader refuses schemas it does not know. */
+export const RECORD_SCHEMA = 1;
+
+const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+/** Subjects are short (our issuer writes "O=…, CN=<tenant>"); 512 leaves room for a custom CA. */
+const MAX_SUBJECT_LENGTH = 512;
+const STATES: readonly TenantState[] = ["active", "deleted"];
+
+/** Serializes a record for storage; refuses (as bad input) one larger than MAX_RECORD_BYTES. */
+export function encodeTenantRecord(record: TenantRecord): string {
+  // Validate what we are about to write with the same rules a reader applies: a record that could
+  // not be read back must not be written.
+  const problem = recordProblem(record);
+  if (problem) throw new InvalidTenantInputError(`tenant record ${record.id}: ${problem}`);
+  const text = `${JSON.stringify({ schema: RECORD_SCHEMA, ...record }, null, 2)}\n`;
+  if (Buffer.byteLength(text) > MAX_RECORD_BYTES) {
+    throw new InvalidTenantInputError(`tenant record ${record.id} would exceed ${MAX_RECORD_BYTES} bytes`);
+  }
+  return text;
+}
+
+/** Where stored bytes came from: the file or item, and the tenant id its key names. */
+export interface RecordSource {
+  readonly location: string;
+  readonly tenantId: string;
+}
+
+/**
+ * Parses stored bytes into a frozen record. The size is checked before parsing, so a huge value
+ * costs no more than reading the limit; the id inside must be the one the key names (a record
+ * copied to another tenant's place is corrupt, not a second tenant).
+ */
+export function decodeTenantRecord(text: string, source: RecordSource): TenantRecord {
+  const corrupt = (reason: string, cause?: unknown) =>
+    new TenantStoreCorruptError(source.location, reason, { tenantId: source.tenantId, cause });
+  if (Buffer.byteLength(text) > MAX_RECORD_BYTES) throw corrupt(`larger than ${MAX_RECORD_BYTES} bytes`);
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw corrupt("not valid JSON", err);
+  }
+  if (!isObject(value)) throw corrupt("not a JSON object");
+  if (value.schema !== RECORD_SCHEMA)
+    throw corrupt(`unknown schema (this version reads schema ${RECORD_SCHEMA})`);
+  const { schema: _schema, ...rest } = value;
+  const problem = recordProblem(rest);
+  if (problem) throw corrupt(problem);
+  if (rest.id !== source.tenantId) throw corrupt("the record's id is not the tenant its location names");
+  return deepFreeze(rest as unknown as TenantRecord);
+}
+
+/** What is wrong with a would-be record, or undefined. Checks everything a reader relies on. */
+function recordProblem(r: unknown): string | undefined {
+  if (!isObject(r)) return "not an object";
+  const extra = extraKeys(r, [
+    "id",
+    "version",
+    "displayName",
+    "state",
+    "createdAt",
+    "updatedAt",
+    "agentTokens",
+    "callerTokens",
+    "callerCertificates",
+  ]);
+  if (extra) return extra;
+  if (!isValidTenantId(r.id)) return "invalid id";
+  if (!Number.isSafeInteger(r.version) || (r.version as number) < 1) return "invalid version";
+  if (!isText(r.displayName, MAX_DISPLAY_NAME_LENGTH)) return "invalid displayName";
+  if (!STATES.includes(r.state as TenantState)) return "invalid state";
+  if (!isTime(r.createdAt) || !isTime(r.updatedAt)) return "invalid createdAt/updatedAt";
+  for (const key of ["agentTokens", "callerTokens", "callerCertificates"] as const) {
+    const list = r[key];
+    if (!Array.isArray(list)) return `${key} is not a list`;
+    if (list.length > MAX_CREDENTIALS_PER_KIND)
+      return `${key} has more than ${MAX_CREDENTIALS_PER_KIND} entries`;
+    if (r.state === "deleted" && list.length > 0) return `a deleted tenant lists ${key}`;
+    const ids = new Set<string>();
+    for (const [i, c] of list.entries()) {
+      const p = key === "callerCertificates" ? certificateProblem(c, r.id as string) : tokenProblem(c);
+      if (p) return `${key}[${i}]: ${p}`;
+      const id = (c as { id: string }).id;
+      if (ids.has(id)) return `${key}[${i}]: duplicate id`;
+      ids.add(id);
+    }
+  }
+  return undefined;
+}
+
+function credentialBaseProblem(c: Record<string, unknown>): string | undefined {
+  if (!isTime(c.createdAt)) return "invalid createdAt";
+  if (c.expiresAt !== null && !isTime(c.expiresAt)) return "invalid expiresAt";
+  if (c.revokedAt !== null && !isTime(c.revokedAt)) return "invalid revokedAt";
+  return undefined;
+}
+
+function tokenProblem(c: unknown): string | undefined {
+  if (!isObject(c)) return "not an object";
+  const extra = extraKeys(c, [
+    "id",
+    "sha256",
+    "createdAt",
+    "expiresAt",
+    "revokedAt",
+  ] satisfies (keyof TokenCredential)[]);
+  if (extra) return extra;
+  if (typeof c.id !== "string" || !TOKEN_ID_PATTERN.test(c.id)) return "invalid id";
+  if (typeof c.sha256 !== "string" || !SHA256_HEX.test(c.sha256)) return "invalid sha256";
+  return credentialBaseProblem(c);
+}
+
+function certificateProblem(c: unknown, tenantId: string): string | undefined {
+  if (!isObject(c)) return "not an object";
+  const extra = extraKeys(c, [
+    "id",
+    "subject",
+    "uri",
+    "notAfter",
+    "createdAt",
+    "expiresAt",
+    "revokedAt",
+  ] satisfies (keyof CallerCertificate)[]);
+  if (extra) return extra;
+  if (typeof c.id !== "string" || normalizeSerial(c.id) !== c.id) return "invalid id (serial)";
+  if (!isText(c.subject, MAX_SUBJECT_LENGTH)) return "invalid subject";
+  if (typeof c.uri !== "string" || tenantIdOfCallerUri(c.uri) !== tenantId)
+    return "uri does not name this tenant";
+  if (!isTime(c.notAfter)) return "invalid notAfter";
+  return credentialBaseProblem(c);
+}
+
+function extraKeys(o: Record<string, unknown>, allowed: readonly string[]): string | undefined {
+  for (const key of allowed) if (!Object.hasOwn(o, key)) return `missing field ${key}`;
+  const extra = Object.keys(o).filter((k) => !allowed.includes(k));
+  return extra.length > 0 ? `unknown field ${JSON.stringify(extra[0]!.slice(0, 40))}` : undefined;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function isTime(v: unknown): v is string {
+  return typeof v === "string" && ISO_UTC.test(v) && !Number.isNaN(Date.parse(v));
+}
+
+/** Printable text only: a record is printed by `kgw tenant list`, so no terminal control codes. */
+export function isText(v: unknown, maxLength: number): v is string {
+  return typeof v === "string" && v.length <= maxLength && !/[\p{Cc}\u2028\u2029]/u.test(v);
+}
+
+/** Freezes a record and everything in it: snapshots handed out by a store cannot be changed. */
+export function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null) {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}

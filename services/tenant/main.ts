@@ -1,0 +1,23 @@
+/**
+ * `kgw tenant`: parse the command once, run it against the tenant store, exit with its code.
+ */
+import { parseTenantCommand } from "../../lib/config/tenant-options.js";
+import { runTenantCommand } from "../../lib/tenancy/cli/run-tenant-command.js";
+
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let parsed: ReturnType<typeof parseTenantCommand>;
+  try {
+    parsed = parseTenantCommand(argv, env);
+  } catch (err) {
+    process.stderr.write(`kgw tenant: ${(err as Error).message}\n`);
+    return 2;
+  }
+  if (parsed.help) {
+    process.stdout.write(parsed.text);
+    return 0;
+  }
+  return runTenantCommand(parsed.command, {
+    out: (text) => process.stdout.write(text),
+    err: (text) => process.stderr.write(text),
+  });
+}

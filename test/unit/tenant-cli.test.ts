@@ -1,0 +1,312 @@
+/**
+ * `kgw tenant` as an operator uses it: create, list, show, rotate, revoke, delete, bundle against a
+ * real file store and a real CA. Secrets are printed once and found nowhere else; the bundle's
+ * certificate gets through a real TLS handshake and the tenant's allowlist until it is revoked.
+ */
+import { X509Certificate } from "node:crypto";
+import fs from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import tls from "node:tls";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseTenantCommand } from "../../lib/config/tenant-options.js";
+import { runTenantCommand } from "../../lib/tenancy/cli/run-tenant-command.js";
+import { openFileTenantStore } from "../../lib/tenancy/file-store/file-tenant-store.js";
+import type { TenantRecord } from "../../lib/tenancy/model.js";
+import { authenticateCallerCertificate, authenticateToken } from "../../lib/tenancy/verify.js";
+import { egressProblems, parseEgress } from "../helpers/egress-config.js";
+import { spawnKgw } from "../helpers/kgw-process.js";
+import { getTestPki, type TestPki } from "../helpers/pki.js";
+
+let root: string;
+let env: Record<string, string>;
+let pki: TestPki;
+let clock = new Date();
+
+beforeAll(async () => {
+  root = await mkdtemp(path.join(tmpdir(), "kgw-tenant-cli-"));
+  pki = await getTestPki();
+  env = {
+    KGW_TENANT_STORE_DIR: path.join(root, "store"),
+    KGW_CA_CERT: pki.files.caCert,
+    KGW_CA_KEY: pki.files.caKey,
+    KGW_GATEWAY_ADDRESS: "localhost:8132",
+  };
+});
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+/** Runs one `kgw tenant` command in-process; the clock is `clock`. */
+async function kgw(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = "";
+  let err = "";
+  let parsed: ReturnType<typeof parseTenantCommand>;
+  try {
+    parsed = parseTenantCommand(argv, env);
+  } catch (e) {
+    return { code: 2, out, err: (e as Error).message };
+  }
+  if (parsed.help) return { code: 0, out: parsed.text, err };
+  const code = await runTenantCommand(parsed.command, {
+    out: (t) => {
+      out += t;
+    },
+    err: (t) => {
+      err += t;
+    },
+    now: () => clock,
+  });
+  return { code, out, err };
+}
+
+async function record(id: string): Promise<TenantRecord | undefined> {
+  const store = await openFileTenantStore(env.KGW_TENANT_STORE_DIR!);
+  try {
+    return await store.get(id);
+  } finally {
+    await store.close();
+  }
+}
+
+function allFilesUnder(dir: string): string {
+  return fs
+    .readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => fs.readFileSync(path.join(e.parentPath, e.name), "utf8"))
+    .join("\n");
+}
+
+/** A TLS server trusting the gateway CA, as the gateway's frontend does; returns the peer it saw. */
+async function handshake(bundleDir: string): Promise<tls.PeerCertificate> {
+  const server = tls.createServer({
+    cert: fs.readFileSync(pki.files.serverCert),
+    key: fs.readFileSync(pki.files.serverKey),
+    ca: fs.readFileSync(pki.files.caCert),
+    requestCert: true,
+    rejectUnauthorized: true,
+  });
+  const peer = new Promise<tls.PeerCertificate>((resolve) =>
+    server.once("secureConnection", (s) => {
+      resolve(s.getPeerCertificate());
+      s.end();
+    }),
+  );
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const socket = tls.connect({
+    port: (server.address() as AddressInfo).port,
+    host: "127.0.0.1",
+    servername: "localhost",
+    ca: fs.readFileSync(path.join(bundleDir, "ca.crt")),
+    cert: fs.readFileSync(path.join(bundleDir, "client.crt")),
+    key: fs.readFileSync(path.join(bundleDir, "client.key")),
+  });
+  socket.on("error", () => {});
+  try {
+    return await peer;
+  } finally {
+    socket.destroy();
+    await new Promise((r) => server.close(r));
+  }
+}
+
+const tokenIn = (text: string, kind: string) =>
+  new RegExp(`kgw_${kind}_[a-z0-9-]+_[0-9a-f]{16}_[0-9a-f]{64}`).exec(text)?.[0];
+
+describe("kgw tenant", () => {
+  let agentToken: string;
+  let callerToken: string;
+  let bundleDir: string;
+
+  it("create prints the agent token once and writes a bundle kube-apiserver accepts", async () => {
+    bundleDir = path.join(root, "acme-bundle");
+    const r = await kgw(
+      "create",
+      "acme",
+      "--display-name",
+      "Acme prod",
+      "--caller-token",
+      `--out=${bundleDir}`,
+      `--mount-dir=${bundleDir}`,
+    );
+    expect(r.err).toBe("");
+    expect(r.code).toBe(0);
+    agentToken = tokenIn(r.out, "agent")!;
+    callerToken = tokenIn(r.out, "caller")!;
+    expect(agentToken).toBeDefined();
+    expect(callerToken).toBeDefined();
+    expect(r.out).toContain(`Caller bundle: ${bundleDir}`);
+
+    const modes = Object.fromEntries(
+      fs.readdirSync(bundleDir).map((f) => [f, fs.statSync(path.join(bundleDir, f)).mode & 0o777]),
+    );
+    expect(modes).toEqual({
+      "ca.crt": 0o644,
+      "client.crt": 0o644,
+      "client.key": 0o600,
+      "egress-selector-configuration.yaml": 0o644,
+      "egress-selector-configuration-uds.yaml": 0o644,
+    });
+    // Mounted where it was written, so kube-apiserver's own file checks apply too.
+    for (const name of ["egress-selector-configuration.yaml", "egress-selector-configuration-uds.yaml"]) {
+      for (const doc of parseEgress(fs.readFileSync(path.join(bundleDir, name), "utf8"))) {
+        expect(egressProblems(doc, true)).toEqual([]);
+      }
+    }
+    const cert = new X509Certificate(fs.readFileSync(path.join(bundleDir, "client.crt")));
+    expect(cert.subjectAltName).toBe("URI:kgw://tenant/acme/caller");
+    expect(cert.checkIssued(new X509Certificate(fs.readFileSync(pki.files.caCert)))).toBe(true);
+  });
+
+  it("stores no secret: neither token appears in the store, and show/list print no hash", async () => {
+    const stored = allFilesUnder(env.KGW_TENANT_STORE_DIR!);
+    for (const secret of [agentToken, callerToken]) {
+      expect(stored).not.toContain(secret);
+      expect(stored).not.toContain(secret.slice(-64));
+    }
+    const hashes = [...(await record("acme"))!.agentTokens, ...(await record("acme"))!.callerTokens].map(
+      (t) => t.sha256,
+    );
+    for (const args of [
+      ["show", "acme"],
+      ["show", "acme", "--output=json"],
+      ["list"],
+      ["list", "--output=json"],
+    ]) {
+      const r = await kgw(...args);
+      expect(r.code).toBe(0);
+      for (const s of [agentToken, callerToken, ...hashes]) expect(r.out).not.toContain(s);
+    }
+    expect((await kgw("list")).out).toMatch(/acme\s+active\s+2\s+1\s+1\s+1\s+Acme prod/);
+  });
+
+  it("the bundle's certificate passes TLS and the tenant's allowlist, until it is revoked", async () => {
+    const peer = await handshake(bundleDir);
+    const lookup = async () => {
+      const r = await record("acme");
+      return (id: string) => (id === "acme" ? r : undefined);
+    };
+    const principal = authenticateCallerCertificate(await lookup(), peer, clock);
+    expect(principal).toMatchObject({ tenantId: "acme", role: "caller", credential: "certificate" });
+
+    // Revoke it the way an operator copies a serial from openssl: upper case with colons.
+    const serial = principal.credentialId.toUpperCase().match(/../g)!.join(":");
+    const r = await kgw("revoke", "acme", serial);
+    expect(r.code).toBe(0);
+    const after = await lookup();
+    expect(() => authenticateCallerCertificate(after, peer, clock)).toThrow(
+      expect.objectContaining({ code: "ERR_UNAUTHENTICATED", reason: "revoked" }),
+    );
+  });
+
+  it("rotate issues a new agent token and keeps the old one for the grace period only", async () => {
+    const r = await kgw("rotate", "acme", "--grace=1h");
+    expect(r.code).toBe(0);
+    const fresh = tokenIn(r.out, "agent")!;
+    expect(fresh).not.toBe(agentToken);
+    expect(r.out).toContain("The previous ones are accepted until");
+    const rec = await record("acme");
+    const lookup = () => rec;
+    expect(authenticateToken(lookup, agentToken, "agent", clock).tenantId).toBe("acme");
+    const afterGrace = new Date(clock.getTime() + 3_600_000);
+    expect(() => authenticateToken(lookup, agentToken, "agent", afterGrace)).toThrow(
+      expect.objectContaining({ reason: "expired" }),
+    );
+    expect(authenticateToken(lookup, fresh, "agent", afterGrace).tenantId).toBe("acme");
+    agentToken = fresh;
+  });
+
+  it("rotate --credential=caller-certificate writes a new bundle; the old certificate keeps its grace", async () => {
+    const first = path.join(root, "second-bundle");
+    expect((await kgw("bundle", "acme", `--out=${first}`)).code).toBe(0);
+    const oldPeer = await handshake(first);
+    const rotated = path.join(root, "rotated-bundle");
+    const r = await kgw(
+      "rotate",
+      "acme",
+      "--credential=caller-certificate",
+      "--grace=10m",
+      `--out=${rotated}`,
+    );
+    expect(r.code).toBe(0);
+    const newPeer = await handshake(rotated);
+    const rec = await record("acme");
+    const lookup = () => rec;
+    const inGrace = new Date(clock.getTime() + 599_000);
+    const afterGrace = new Date(clock.getTime() + 600_000);
+    expect(authenticateCallerCertificate(lookup, oldPeer, inGrace).tenantId).toBe("acme");
+    expect(() => authenticateCallerCertificate(lookup, oldPeer, afterGrace)).toThrow(
+      expect.objectContaining({ reason: "expired" }),
+    );
+    expect(authenticateCallerCertificate(lookup, newPeer, afterGrace).tenantId).toBe("acme");
+  });
+
+  it("reports what went wrong, with exit 1 for failures and 2 for bad input", async () => {
+    expect(await kgw("show", "nobody")).toMatchObject({
+      code: 1,
+      err: expect.stringContaining("tenant nobody not found"),
+    });
+    expect(await kgw("create", "acme", "--bundle=false")).toMatchObject({
+      code: 1,
+      err: expect.stringContaining("tenant acme already exists"),
+    });
+    expect(await kgw("revoke", "acme", "0123456789abcdef")).toMatchObject({
+      code: 1,
+      err: expect.stringContaining("not found"),
+    });
+    expect(
+      await kgw("create", "evil", "--display-name", "\u001b]0;owned\u0007", "--bundle=false"),
+    ).toMatchObject({
+      code: 2,
+      err: expect.stringContaining("display name"),
+    });
+    const badCa = await kgw("create", "orphan", `--ca-key=${pki.files.otherCaKey}`);
+    expect(badCa).toMatchObject({ code: 2, err: expect.stringContaining("--ca-cert/--ca-key") });
+    expect(await record("orphan")).toBeUndefined();
+    const missing = await kgw("create", "orphan", "--ca-cert=/nonexistent/ca.pem");
+    expect(missing).toMatchObject({
+      code: 2,
+      err: expect.stringContaining("cannot read /nonexistent/ca.pem"),
+    });
+    expect(await record("orphan")).toBeUndefined();
+  });
+
+  it("lists the good tenants and names a corrupt record, exiting 1", async () => {
+    expect((await kgw("create", "broken", "--bundle=false")).code).toBe(0);
+    fs.writeFileSync(path.join(env.KGW_TENANT_STORE_DIR!, "tenants", "broken.json"), "{ not json");
+    const r = await kgw("list");
+    expect(r.code).toBe(1);
+    expect(r.out).toContain("acme");
+    expect(r.err).toContain("broken.json: not valid JSON");
+    fs.rmSync(path.join(env.KGW_TENANT_STORE_DIR!, "tenants", "broken.json"));
+  });
+
+  it("delete refuses every credential at once; list hides the tenant unless --all", async () => {
+    const r = await kgw("delete", "acme");
+    expect(r.code).toBe(0);
+    const rec = await record("acme");
+    expect(rec?.state).toBe("deleted");
+    expect(() => authenticateToken(() => rec, agentToken, "agent", clock)).toThrow(
+      expect.objectContaining({ reason: "tenant-deleted" }),
+    );
+    expect((await kgw("list")).out).not.toContain("acme");
+    expect((await kgw("list", "--all")).out).toMatch(/acme\s+deleted/);
+    expect((await kgw("show", "acme")).out).toContain("deleted");
+    expect((await kgw("delete", "acme")).code).toBe(1);
+  });
+
+  it("runs as `kgw tenant` from the command line", async () => {
+    clock = new Date();
+    const p = spawnKgw(["tenant", "create", "cli-smoke", "--bundle=false", "--output=json"], env);
+    const { code } = await p.exited;
+    const output = JSON.parse(p.output.join("")) as { agentToken: string; tenant: { id: string } };
+    expect(code).toBe(0);
+    expect(output.tenant.id).toBe("cli-smoke");
+    expect(output.agentToken).toMatch(/^kgw_agent_cli-smoke_/);
+    const bad = spawnKgw(["tenant", "list", "--grace=1h"], env);
+    expect((await bad.exited).code).toBe(2);
+    expect(bad.output.join("")).toContain("--grace does not apply");
+  });
+});

@@ -1,0 +1,173 @@
+/** `kgw tenant` options: subcommands, arguments, which flags apply where, defaults, validation. */
+import { describe, expect, it } from "vitest";
+import { parseTenantCommand, TENANT_FLAGS, tenantHelp } from "../../lib/config/tenant-options.js";
+import { parseGatewayAddress } from "../../lib/tenancy/bundle/gateway-address.js";
+
+const BUNDLE_ENV = {
+  KGW_TENANT_STORE_DIR: "/var/lib/kgw/tenants",
+  KGW_CA_CERT: "/etc/kgw/ca.pem",
+  KGW_CA_KEY: "/etc/kgw/ca-key.pem",
+  KGW_GATEWAY_ADDRESS: "gw.example.com:8132",
+};
+
+const command = (argv: string[], env: Record<string, string> = BUNDLE_ENV) => {
+  const parsed = parseTenantCommand(argv, env);
+  if (parsed.help) throw new Error("unexpected help");
+  return parsed.command;
+};
+const refusal = (argv: string[], env: Record<string, string> = BUNDLE_ENV) => {
+  try {
+    parseTenantCommand(argv, env);
+  } catch (err) {
+    expect(err).toMatchObject({ code: "ERR_CONFIG" });
+    return (err as Error).message;
+  }
+  throw new Error(`accepted: ${argv.join(" ")}`);
+};
+
+describe("kgw tenant options", () => {
+  it("parses create with the bundle from flags and environment, defaults filled in", () => {
+    expect(command(["create", "acme", "--display-name", "Acme prod", "--caller-token"])).toEqual({
+      name: "create",
+      storeDir: "/var/lib/kgw/tenants",
+      output: "text",
+      tenantId: "acme",
+      displayName: "Acme prod",
+      callerToken: true,
+      bundle: {
+        caCert: "/etc/kgw/ca.pem",
+        caKey: "/etc/kgw/ca-key.pem",
+        serverCaBundle: "/etc/kgw/ca.pem",
+        gateway: { host: "gw.example.com", port: 8132, url: "https://gw.example.com:8132" },
+        outDir: "kgw-bundle-acme",
+        mountDir: "/etc/kubernetes/kgw",
+        udsName: "/etc/kubernetes/konnectivity-server/konnectivity-server.socket",
+        udsProxyProtocol: "GRPC",
+        certValidityMs: 365 * 86_400_000,
+      },
+    });
+  });
+
+  it("lets create skip the bundle, and then needs no CA", () => {
+    const c = command(["create", "acme", "--bundle=false"], { KGW_TENANT_STORE_DIR: "/s" });
+    expect(c).toMatchObject({ name: "create", bundle: null, displayName: undefined });
+  });
+
+  it("parses every other subcommand", () => {
+    expect(command(["list", "--all", "--output=json"])).toMatchObject({
+      name: "list",
+      all: true,
+      output: "json",
+    });
+    expect(command(["show", "acme"])).toMatchObject({ name: "show", tenantId: "acme" });
+    expect(command(["delete", "acme"])).toMatchObject({ name: "delete", tenantId: "acme" });
+    expect(command(["revoke", "acme", "4A:F3"])).toMatchObject({ credentialId: "4a:f3" });
+    expect(command(["rotate", "acme"])).toMatchObject({
+      credential: "agent-token",
+      graceMs: 24 * 3_600_000,
+      bundle: null,
+    });
+    expect(
+      command(["rotate", "acme", "--credential=caller-certificate", "--grace=1h", "--out=/tmp/b"]),
+    ).toMatchObject({
+      credential: "caller-certificate",
+      graceMs: 3_600_000,
+      bundle: { outDir: "/tmp/b" },
+    });
+    expect(
+      command([
+        "bundle",
+        "acme",
+        "--mount-dir=/srv/kgw/",
+        "--uds-proxy-protocol=HTTPConnect",
+        "--cert-validity=720h",
+      ]),
+    ).toMatchObject({
+      bundle: { mountDir: "/srv/kgw", udsProxyProtocol: "HTTPConnect", certValidityMs: 720 * 3_600_000 },
+    });
+  });
+
+  it("answers help for no subcommand, for help, and for --help after a subcommand", () => {
+    expect(parseTenantCommand([], {})).toMatchObject({ help: true });
+    expect(parseTenantCommand(["help"], {})).toMatchObject({ help: true });
+    const sub = parseTenantCommand(["rotate", "--help"], {});
+    expect(sub.help && sub.text).toContain("--grace");
+    expect(sub.help && sub.text).not.toContain("--all");
+    for (const flag of Object.keys(TENANT_FLAGS)) expect(tenantHelp()).toContain(`--${flag}`);
+  });
+
+  it.each([
+    [["frobnicate"], "unknown subcommand"],
+    [["show"], "usage: kgw tenant show TENANT"],
+    [["show", "a", "b"], "usage"],
+    [["revoke", "acme"], "usage: kgw tenant revoke TENANT CREDENTIAL_ID"],
+    [["show", "../etc"], "invalid tenant id"],
+    [["show", "default"], "reserved"],
+    [["create", "x".repeat(64)], "invalid tenant id"],
+    [["list", "--grace=1h"], "--grace does not apply to kgw tenant list"],
+    [["show", "acme", "--ca-cert=/x"], "--ca-cert does not apply"],
+    [["rotate", "acme", "--out=/x"], "caller-certificate only"],
+    [["rotate", "acme", "--credential=password"], "--credential"],
+    [["rotate", "acme", "--grace=2400h"], "at most 90 days"],
+    [["list", "--output=yaml"], "--output"],
+    [["revoke", "acme", "not-hex"], "CREDENTIAL_ID"],
+    [["bundle", "acme", "--uds-proxy-protocol=Direct"], "--uds-proxy-protocol"],
+    [["bundle", "acme", "--cert-validity=1h"], "--cert-validity"],
+    [["bundle", "acme", "--mount-dir=relative/dir"], "--mount-dir"],
+    [["bundle", "acme", "--mount-dir=/etc/../root"], "--mount-dir"],
+    [["bundle", "acme", "--mount-dir=/with space"], "--mount-dir"],
+    [["bundle", "acme", "--mount-dir=/etc/kgw\u0000"], "--mount-dir"],
+    [["bundle", "acme", "--uds-name=/é"], "--uds-name"],
+    [["bundle", "acme", "--out=\u001b[2J"], "--out"],
+    [["bundle", "acme", "--gateway-address=gw"], "--gateway-address"],
+    [["show", "acme", "--store-dir="], "--store-dir is required"],
+  ])("refuses %j", (argv, message) => {
+    expect(refusal(argv)).toContain(message);
+  });
+
+  it("needs a store, and a CA and gateway address for a bundle", () => {
+    expect(refusal(["list"], {})).toContain("--store-dir is required");
+    expect(refusal(["create", "acme"], { KGW_TENANT_STORE_DIR: "/s" })).toContain("--ca-cert and --ca-key");
+    expect(refusal(["bundle", "acme"], { ...BUNDLE_ENV, KGW_GATEWAY_ADDRESS: "" })).toContain(
+      "--gateway-address",
+    );
+  });
+
+  it("ignores environment variables for flags the subcommand does not take", () => {
+    expect(command(["list"], BUNDLE_ENV)).toMatchObject({ name: "list" });
+  });
+});
+
+describe("gateway addresses", () => {
+  it.each([
+    ["gw.example.com:8132", "https://gw.example.com:8132"],
+    ["gw:1", "https://gw:1"],
+    ["10.0.0.1:443", "https://10.0.0.1:443"],
+    ["[2001:db8::1]:8132", "https://[2001:db8::1]:8132"],
+    ["GW.Example.COM.:65535", "https://GW.Example.COM.:65535"],
+  ])("accepts %s", (text, url) => {
+    expect(parseGatewayAddress(text)).toMatchObject({ url });
+  });
+
+  it.each([
+    "gw",
+    ":8132",
+    "gw:0",
+    "gw:65536",
+    "gw:123456",
+    "gw:http",
+    "2001:db8::1:8132",
+    "[zz]:1",
+    "[10.0.0.1]:1",
+    "a b:1",
+    "gw.example.com:8132/path",
+    "user@gw:1",
+    "https://gw:1",
+    "-gw:1",
+    "gw_1:1",
+    `${"a".repeat(64)}.com:1`,
+    "bücher.example:1",
+  ])("refuses %j", (text) => {
+    expect(parseGatewayAddress(text)).toHaveProperty("error");
+  });
+});
