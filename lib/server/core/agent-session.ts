@@ -23,9 +23,7 @@ import {
   type GatewayError,
   ProtocolError,
 } from "../../errors.js";
-import type { DialFailureReason, ServerMetrics } from "../../metrics/server-metrics.js";
-import type { Logger } from "../../observability/logger.js";
-import type { AgentIdentifiers } from "../../proto/headers.js";
+import type { DialFailureReason } from "../../metrics/server-metrics.js";
 import {
   closeDial,
   closeRequest,
@@ -37,32 +35,17 @@ import {
   packetTypeName,
 } from "../../proto/packet.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
-import { ConnectionCredit, type FlowMode } from "../../tunnel/flow-control.js";
+import { ConnectionCredit } from "../../tunnel/flow-control.js";
 import { PacketSink } from "../../tunnel/packet-sink.js";
 import type { PacketStream } from "../../tunnel/packet-stream.js";
 import { PauseLatch } from "../../tunnel/pause-latch.js";
 import { CLOSE_ACK_TIMEOUT_MS } from "../../tunnel/timeouts.js";
-import { AgentLiveness, type LivenessTimes } from "./agent-liveness.js";
+import { AgentLiveness } from "./agent-liveness.js";
+import type { AgentInfo, AgentSessionOptions } from "./agent-session-options.js";
+
+export type { AgentInfo, AgentSessionOptions } from "./agent-session-options.js";
+
 import type { DialContext } from "./dial-context.js";
-
-export interface AgentInfo {
-  agentId: string;
-  identifiers: AgentIdentifiers;
-  tenant: string;
-  /** How the agent proved who it is, for logs and audit: "cert:CN" or "token". */
-  identity: string;
-}
-
-export interface AgentSessionOptions {
-  /** 0 disables the timeout. */
-  dialTimeoutMs: number;
-  /** "credit" when the agent offered per-connection flow control and we accepted. */
-  flow: FlowMode;
-  /** When the agent counts as unresponsive, and when as dead (agent-liveness.ts). */
-  liveness: LivenessTimes;
-  log: Logger;
-  metrics: ServerMetrics;
-}
 
 interface PendingDial {
   random: bigint;

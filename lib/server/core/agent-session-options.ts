@@ -1,0 +1,25 @@
+/** What an AgentSession is told at admission: who the agent is, and how to run its stream. */
+import type { ServerMetrics } from "../../metrics/server-metrics.js";
+import type { Logger } from "../../observability/logger.js";
+import type { AgentIdentifiers } from "../../proto/headers.js";
+import type { FlowMode } from "../../tunnel/flow-control.js";
+import type { LivenessTimes } from "./agent-liveness.js";
+
+export interface AgentInfo {
+  agentId: string;
+  identifiers: AgentIdentifiers;
+  tenant: string;
+  /** How the agent proved who it is, for logs and audit: "cert:CN" or "token". */
+  identity: string;
+}
+
+export interface AgentSessionOptions {
+  /** 0 disables the timeout. */
+  dialTimeoutMs: number;
+  /** "credit" when the agent offered per-connection flow control and we accepted. */
+  flow: FlowMode;
+  /** When the agent counts as unresponsive, and when as dead (agent-liveness.ts). */
+  liveness: LivenessTimes;
+  log: Logger;
+  metrics: ServerMetrics;
+}
