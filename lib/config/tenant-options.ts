@@ -8,16 +8,18 @@ import { ConfigError } from "../errors.js";
 import type { UdsProxyProtocol } from "../tenancy/bundle/egress-selector.js";
 import { type GatewayAddress, parseGatewayAddress } from "../tenancy/bundle/gateway-address.js";
 import {
-  DEFAULT_CALLER_CERT_VALIDITY_MS,
+  DEFAULT_CERT_VALIDITY_MS,
   DEFAULT_ROTATION_GRACE_MS,
   MAX_ROTATION_GRACE_MS,
 } from "../tenancy/limits.js";
-import type { CredentialKind } from "../tenancy/model.js";
+import { CREDENTIAL_KINDS, type CredentialKind } from "../tenancy/model.js";
 import { checkTenantId } from "../tenancy/tenant-id.js";
 import { defineFlags, formatHelp, parseFlags } from "./flags.js";
 
 /** Where the bundle is mounted on control-plane nodes unless told otherwise. */
 const DEFAULT_MOUNT_DIR = "/etc/kubernetes/kgw";
+/** Where the agent bundle is mounted in the agent's pod unless told otherwise (a Secret volume). */
+const DEFAULT_AGENT_MOUNT_DIR = "/etc/kgw-agent";
 /** The socket path of the Kubernetes documentation's konnectivity-server example. */
 const DEFAULT_UDS_NAME = "/etc/kubernetes/konnectivity-server/konnectivity-server.socket";
 /** Paths end up in YAML and on other machines: long or odd ones are mistakes, not needs. */
@@ -46,7 +48,7 @@ export const TENANT_FLAGS = defineFlags({
   credential: {
     kind: "string",
     default: "agent-token",
-    help: "rotate: which credential: agent-token, caller-token or caller-certificate.",
+    help: "rotate: which credential: agent-token, agent-certificate, caller-token or caller-certificate.",
   },
   grace: {
     kind: "duration",
@@ -58,7 +60,7 @@ export const TENANT_FLAGS = defineFlags({
   "server-ca-bundle": {
     kind: "string",
     default: "",
-    help: "CA bundle kube-apiserver verifies the gateway's serving certificate with (default: --ca-cert).",
+    help: "CA bundle kube-apiserver (or the agent) verifies the gateway's serving certificate with (default: --ca-cert).",
   },
   "gateway-address": {
     kind: "string",
@@ -69,12 +71,12 @@ export const TENANT_FLAGS = defineFlags({
   out: {
     kind: "string",
     default: "",
-    help: "Directory the bundle is written to (default ./kgw-bundle-<tenant>).",
+    help: "Directory the bundle is written to (default ./kgw-bundle-<tenant>; an agent bundle ./kgw-agent-bundle-<tenant>).",
   },
   "mount-dir": {
     kind: "string",
     default: DEFAULT_MOUNT_DIR,
-    help: "Where the bundle's files will be on the kube-apiserver hosts (paths in the YAML).",
+    help: `Where the bundle's files will be on the kube-apiserver hosts (paths in the YAML); for an agent bundle, in the agent's pod (default ${DEFAULT_AGENT_MOUNT_DIR}).`,
   },
   "uds-name": {
     kind: "string",
@@ -88,8 +90,8 @@ export const TENANT_FLAGS = defineFlags({
   },
   "cert-validity": {
     kind: "duration",
-    default: DEFAULT_CALLER_CERT_VALIDITY_MS,
-    help: "Validity of a caller certificate (capped at the CA's own expiry).",
+    default: DEFAULT_CERT_VALIDITY_MS,
+    help: "Validity of a caller or agent certificate (capped at the CA's own expiry).",
   },
 });
 
@@ -109,6 +111,9 @@ const BUNDLE_FLAGS: readonly FlagName[] = [
   "cert-validity",
 ];
 
+/** Bundle flags that only the caller bundle (kube-apiserver's egress configuration) uses. */
+const CALLER_ONLY_BUNDLE_FLAGS: readonly FlagName[] = ["gateway-address", "uds-name", "uds-proxy-protocol"];
+
 const SUBCOMMANDS: Record<TenantSubcommand, { args: string[]; summary: string; flags: readonly FlagName[] }> =
   {
     create: {
@@ -120,7 +125,8 @@ const SUBCOMMANDS: Record<TenantSubcommand, { args: string[]; summary: string; f
     show: { args: ["TENANT"], summary: "show a tenant and its credentials (no secrets)", flags: [] },
     rotate: {
       args: ["TENANT"],
-      summary: "issue a new credential; the old ones of that kind stay valid for --grace",
+      summary:
+        "issue a new credential (a certificate as a bundle); the old ones of that kind stay valid for --grace",
       flags: ["credential", "grace", ...BUNDLE_FLAGS],
     },
     revoke: { args: ["TENANT", "CREDENTIAL_ID"], summary: "refuse a credential from now on", flags: [] },
@@ -133,18 +139,26 @@ const SUBCOMMANDS: Record<TenantSubcommand, { args: string[]; summary: string; f
   };
 const COMMON_FLAGS: readonly FlagName[] = ["store-dir", "output"];
 
-export interface BundleSettings {
+/** What issuing a tenant certificate and writing it out takes, for either role. */
+export interface CertificateSettings {
   caCert: string;
   caKey: string;
   /** File with the CA bundle for verifying the gateway (defaults to caCert). */
   serverCaBundle: string;
-  gateway: GatewayAddress;
   outDir: string;
   mountDir: string;
-  udsName: string;
-  udsProxyProtocol: UdsProxyProtocol;
   certValidityMs: number;
 }
+
+/** The caller bundle: a certificate for kube-apiserver and its egress configurations. */
+export interface BundleSettings extends CertificateSettings {
+  gateway: GatewayAddress;
+  udsName: string;
+  udsProxyProtocol: UdsProxyProtocol;
+}
+
+/** The agent bundle: a certificate for the tenant's agents, its key and the gateway's CA. */
+export type AgentBundleSettings = CertificateSettings;
 
 interface Common {
   storeDir: string;
@@ -168,6 +182,8 @@ export type TenantCommand =
       graceMs: number;
       /** Set when rotating the caller certificate: the new one is written as a bundle. */
       bundle: BundleSettings | null;
+      /** Set when rotating the agent certificate: the new one is written as an agent bundle. */
+      agentBundle: AgentBundleSettings | null;
     })
   | (Common & { name: "revoke"; tenantId: string; credentialId: string })
   | (Common & { name: "delete"; tenantId: string })
@@ -228,14 +244,19 @@ export function parseTenantCommand(
       return ok({ ...common, name, tenantId: tenantId(), credentialId: credentialId(args[1]!) });
     case "rotate": {
       const id = tenantId();
-      const credential = credentialKind(f.credential);
+      const credential = parseCredentialKind(f.credential);
       if (f.grace > MAX_ROTATION_GRACE_MS) {
         throw new ConfigError(`--grace must be at most ${MAX_ROTATION_GRACE_MS / 86_400_000} days`);
       }
-      const wantsBundle = credential === "caller-certificate";
-      const bundleFlagGiven = BUNDLE_FLAGS.some((b) => parsed.onCommandLine.has(b));
-      if (!wantsBundle && bundleFlagGiven) {
-        throw new ConfigError("bundle flags apply to --credential=caller-certificate only");
+      const given = BUNDLE_FLAGS.find((b) => parsed.onCommandLine.has(b));
+      if (credential.endsWith("-token") && given) {
+        throw new ConfigError(
+          `--${given} applies to --credential=caller-certificate or agent-certificate only (a token has no bundle)`,
+        );
+      }
+      const callerOnly = CALLER_ONLY_BUNDLE_FLAGS.find((b) => parsed.onCommandLine.has(b));
+      if (credential === "agent-certificate" && callerOnly) {
+        throw new ConfigError(`--${callerOnly} applies to the caller bundle only, not to an agent bundle`);
       }
       return ok({
         ...common,
@@ -243,7 +264,11 @@ export function parseTenantCommand(
         tenantId: id,
         credential,
         graceMs: f.grace,
-        bundle: wantsBundle ? bundle(id) : null,
+        bundle: credential === "caller-certificate" ? bundle(id) : null,
+        agentBundle:
+          credential === "agent-certificate"
+            ? agentBundleSettings(f, id, parsed.onCommandLine.has("mount-dir"))
+            : null,
       });
     }
     case "bundle": {
@@ -260,11 +285,13 @@ function ok(command: TenantCommand): ParsedTenantCommand {
 type Values = ReturnType<typeof parseFlags<typeof TENANT_FLAGS>>["values"];
 
 function bundleSettings(f: Values, tenantId: string): BundleSettings {
-  if (!f["ca-cert"] || !f["ca-key"]) {
-    throw new ConfigError(
-      "a caller bundle needs the gateway CA: --ca-cert and --ca-key (or $KGW_CA_CERT/$KGW_CA_KEY); with create, --bundle=false skips it",
-    );
-  }
+  const certificate = certificateSettings(
+    f,
+    "a caller bundle",
+    `kgw-bundle-${tenantId}`,
+    f["mount-dir"],
+    "; with create, --bundle=false skips it",
+  );
   if (!f["gateway-address"]) {
     throw new ConfigError("a caller bundle needs --gateway-address host:port (or $KGW_GATEWAY_ADDRESS)");
   }
@@ -274,6 +301,40 @@ function bundleSettings(f: Values, tenantId: string): BundleSettings {
   if (protocol !== "GRPC" && protocol !== "HTTPConnect") {
     throw new ConfigError(`--uds-proxy-protocol: "${protocol.slice(0, 40)}" is not GRPC or HTTPConnect`);
   }
+  return {
+    ...certificate,
+    gateway,
+    udsName: absolutePosixPath(f["uds-name"], "--uds-name"),
+    udsProxyProtocol: protocol,
+  };
+}
+
+/**
+ * The agent bundle's settings. Its own default directory, so that rotating the agent
+ * certificate never writes into the caller bundle of the same tenant; its own default mount
+ * directory, because it is mounted in a pod, not on a control-plane host.
+ */
+function agentBundleSettings(f: Values, tenantId: string, mountDirGiven: boolean): AgentBundleSettings {
+  return certificateSettings(
+    f,
+    "an agent bundle",
+    `kgw-agent-bundle-${tenantId}`,
+    mountDirGiven ? f["mount-dir"] : DEFAULT_AGENT_MOUNT_DIR,
+  );
+}
+
+function certificateSettings(
+  f: Values,
+  what: string,
+  defaultOut: string,
+  mountDir: string,
+  hint = "",
+): CertificateSettings {
+  if (!f["ca-cert"] || !f["ca-key"]) {
+    throw new ConfigError(
+      `${what} needs the gateway CA: --ca-cert and --ca-key (or $KGW_CA_CERT/$KGW_CA_KEY)${hint}`,
+    );
+  }
   if (f["cert-validity"] < MIN_CERT_VALIDITY_MS || f["cert-validity"] > MAX_CERT_VALIDITY_MS) {
     throw new ConfigError("--cert-validity must be between 24h and 5 years (43800h)");
   }
@@ -281,11 +342,8 @@ function bundleSettings(f: Values, tenantId: string): BundleSettings {
     caCert: requirePath(f["ca-cert"], "--ca-cert"),
     caKey: requirePath(f["ca-key"], "--ca-key"),
     serverCaBundle: requirePath(f["server-ca-bundle"] || f["ca-cert"], "--server-ca-bundle"),
-    gateway,
-    outDir: requirePath(f.out || `kgw-bundle-${tenantId}`, "--out"),
-    mountDir: absolutePosixPath(f["mount-dir"], "--mount-dir"),
-    udsName: absolutePosixPath(f["uds-name"], "--uds-name"),
-    udsProxyProtocol: protocol,
+    outDir: requirePath(f.out || defaultOut, "--out"),
+    mountDir: absolutePosixPath(mountDir, "--mount-dir"),
     certValidityMs: f["cert-validity"],
   };
 }
@@ -321,11 +379,10 @@ function outputFormat(v: string): OutputFormat {
   throw new ConfigError(`--output: "${v.slice(0, 40)}" is not text or json`);
 }
 
-function credentialKind(v: string): CredentialKind {
-  if (v === "agent-token" || v === "caller-token" || v === "caller-certificate") return v;
-  throw new ConfigError(
-    `--credential: "${v.slice(0, 40)}" is not agent-token, caller-token or caller-certificate`,
-  );
+function parseCredentialKind(v: string): CredentialKind {
+  const kind = CREDENTIAL_KINDS.find((k) => k === v);
+  if (kind) return kind;
+  throw new ConfigError(`--credential: "${v.slice(0, 40)}" is not one of ${CREDENTIAL_KINDS.join(", ")}`);
 }
 
 /** Credential ids are token ids (16 hex digits) or certificate serials (hex, maybe with colons). */

@@ -2,7 +2,7 @@
  * Whether a credential is valid at a given time. One function, used by verification and by
  * `kgw tenant show`, so what the operator sees is what the gateway enforces.
  */
-import type { AnyCredential, CallerCertificate } from "./model.js";
+import type { AnyCredential, CertificateCredential } from "./model.js";
 
 /** "expiring": valid, but rotated out and inside its grace period. */
 export type CredentialStatus = "active" | "expiring" | "expired" | "revoked";
@@ -30,6 +30,6 @@ export function inactiveSince(credential: AnyCredential, now: Date): number | nu
   return Math.min(...ends);
 }
 
-function isCertificate(credential: AnyCredential): credential is CallerCertificate {
+function isCertificate(credential: AnyCredential): credential is CertificateCredential {
   return "notAfter" in credential;
 }

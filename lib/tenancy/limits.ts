@@ -24,9 +24,9 @@ export const MAX_CREDENTIALS_PER_KIND = 32;
 export const INACTIVE_CREDENTIAL_RETENTION_MS = 30 * 24 * 3_600_000;
 
 /**
- * Largest serialized tenant record. 32 credentials of three kinds at about 300 bytes each come
- * to about 30 KiB; a record beyond this is refused on write and reported corrupt on read,
- * before it is parsed.
+ * Largest serialized tenant record. 32 credentials of each of the four kinds, with the longest
+ * tenant id and display name, come to about 40 KiB (tenant-record-codec.test.ts measures it); a
+ * record beyond this is refused on write and reported corrupt on read, before it is parsed.
  */
 export const MAX_RECORD_BYTES = 64 * 1024;
 
@@ -36,8 +36,8 @@ export const DEFAULT_ROTATION_GRACE_MS = 24 * 3_600_000;
 /** Longest grace accepted: a "rotated" credential valid for longer is not really rotated. */
 export const MAX_ROTATION_GRACE_MS = 90 * 24 * 3_600_000;
 
-/** Caller certificates are valid a year by default, as kubeadm's client certificates. */
-export const DEFAULT_CALLER_CERT_VALIDITY_MS = 365 * 24 * 3_600_000;
+/** Caller and agent certificates are valid a year by default, as kubeadm's client certificates. */
+export const DEFAULT_CERT_VALIDITY_MS = 365 * 24 * 3_600_000;
 
 /**
  * How often a running server re-reads the store (the watch's poll interval). A change (a

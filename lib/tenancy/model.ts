@@ -16,13 +16,23 @@
 export type TenantState = "active" | "deleted";
 
 /** What a credential lets its holder do; the role comes from the credential, never the port. */
-export type CredentialKind = "agent-token" | "caller-token" | "caller-certificate";
+export type CredentialRole = "agent" | "caller";
+/** How the credential is presented: a bearer token, or a client certificate of the gateway CA. */
+export type CredentialForm = "token" | "certificate";
+/** One list of the record per kind: the role and the form together. */
+export type CredentialKind = `${CredentialRole}-${CredentialForm}`;
 
+/** In the order `kgw tenant show` lists them: by role, then tokens before certificates. */
 export const CREDENTIAL_KINDS: readonly CredentialKind[] = [
   "agent-token",
+  "agent-certificate",
   "caller-token",
   "caller-certificate",
 ];
+
+export function credentialKind(role: CredentialRole, form: CredentialForm): CredentialKind {
+  return `${role}-${form}`;
+}
 
 export interface CredentialBase {
   /** Unique within the tenant; not secret (shown by `kgw tenant show`, used by `revoke`). */
@@ -47,16 +57,21 @@ export interface TokenCredential extends CredentialBase {
 }
 
 /**
- * A client certificate the gateway's CA issued to the tenant's kube-apiservers. The id is the
+ * A client certificate the gateway's CA issued to the tenant, for one role. The id is the
  * certificate's serial number (lower-case hex, no leading zeros). The key was never stored.
  */
-export interface CallerCertificate extends CredentialBase {
+export interface CertificateCredential extends CredentialBase {
   /** RFC 4514 text of the subject, for people. */
   readonly subject: string;
-  /** The URI SAN naming the tenant (lib/tenancy/caller-uri.ts). */
+  /** The URI SAN naming the tenant and the role (lib/tenancy/tenant-uri.ts). */
   readonly uri: string;
   readonly notAfter: string;
 }
+
+/** Presented by the tenant's kube-apiservers (HTTPConnect over TCP with mTLS). */
+export type CallerCertificate = CertificateCredential;
+/** Presented by the tenant's agents instead of (or beside) an agent token. */
+export type AgentCertificate = CertificateCredential;
 
 export interface TenantRecord {
   readonly id: string;
@@ -67,17 +82,21 @@ export interface TenantRecord {
   readonly createdAt: string;
   readonly updatedAt: string;
   readonly agentTokens: readonly TokenCredential[];
+  /** Optional for agents; records written before agent certificates existed read as []. */
+  readonly agentCertificates: readonly AgentCertificate[];
   readonly callerTokens: readonly TokenCredential[];
   readonly callerCertificates: readonly CallerCertificate[];
 }
 
-export type AnyCredential = TokenCredential | CallerCertificate;
+export type AnyCredential = TokenCredential | CertificateCredential;
 
 /** The list of a record that holds credentials of `kind`. */
 export function credentialsOf(record: TenantRecord, kind: CredentialKind): readonly AnyCredential[] {
   switch (kind) {
     case "agent-token":
       return record.agentTokens;
+    case "agent-certificate":
+      return record.agentCertificates;
     case "caller-token":
       return record.callerTokens;
     case "caller-certificate":

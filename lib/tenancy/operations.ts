@@ -17,7 +17,7 @@ import {
 } from "./limits.js";
 import {
   type AnyCredential,
-  type CallerCertificate,
+  type CertificateCredential,
   CREDENTIAL_KINDS,
   type CredentialKind,
   credentialsOf,
@@ -54,6 +54,7 @@ export function createTenantRecord(
     createdAt: at,
     updatedAt: at,
     agentTokens: [],
+    agentCertificates: [],
     callerTokens: [],
     callerCertificates: [],
   };
@@ -91,13 +92,24 @@ export function addToken(
   return addCredential(record, kind, credential, now, options);
 }
 
-export function addCallerCertificate(
+/** What the record keeps of an issued certificate: public facts, never the key. */
+export interface NewCertificate {
+  /** Lower-case hex without leading zeros (normalizeSerial). */
+  serial: string;
+  subject: string;
+  /** The URI SAN; the store refuses one that does not name this tenant and the kind's role. */
+  uri: string;
+  notAfter: Date;
+}
+
+export function addCertificate(
   record: TenantRecord,
-  certificate: { serial: string; subject: string; uri: string; notAfter: Date },
+  kind: "agent-certificate" | "caller-certificate",
+  certificate: NewCertificate,
   now: Date,
   options: AddOptions = {},
 ): TenantRecord {
-  const credential: CallerCertificate = {
+  const credential: CertificateCredential = {
     id: certificate.serial,
     subject: certificate.subject,
     uri: certificate.uri,
@@ -106,8 +118,22 @@ export function addCallerCertificate(
     expiresAt: null,
     revokedAt: null,
   };
-  return addCredential(record, "caller-certificate", credential, now, options);
+  return addCredential(record, kind, credential, now, options);
 }
+
+export const addCallerCertificate = (
+  record: TenantRecord,
+  certificate: NewCertificate,
+  now: Date,
+  options: AddOptions = {},
+): TenantRecord => addCertificate(record, "caller-certificate", certificate, now, options);
+
+export const addAgentCertificate = (
+  record: TenantRecord,
+  certificate: NewCertificate,
+  now: Date,
+  options: AddOptions = {},
+): TenantRecord => addCertificate(record, "agent-certificate", certificate, now, options);
 
 function addCredential(
   record: TenantRecord,
@@ -155,7 +181,13 @@ export function revokeCredential(record: TenantRecord, credentialId: string, now
 /** The tombstone of a tenant: no credentials, so nothing of it authenticates any more. */
 export function deleteTenantRecord(record: TenantRecord, now: Date): TenantRecord {
   const active = requireActive(record, record.id);
-  return next(active, now, { state: "deleted", agentTokens: [], callerTokens: [], callerCertificates: [] });
+  return next(active, now, {
+    state: "deleted",
+    agentTokens: [],
+    agentCertificates: [],
+    callerTokens: [],
+    callerCertificates: [],
+  });
 }
 
 export function findCredential(
@@ -215,10 +247,14 @@ function prune<T extends AnyCredential>(list: T[], now: Date): T[] {
   return kept.filter((c) => !drop.has(c));
 }
 
-function listKey(kind: CredentialKind): "agentTokens" | "callerTokens" | "callerCertificates" {
+function listKey(
+  kind: CredentialKind,
+): "agentTokens" | "agentCertificates" | "callerTokens" | "callerCertificates" {
   switch (kind) {
     case "agent-token":
       return "agentTokens";
+    case "agent-certificate":
+      return "agentCertificates";
     case "caller-token":
       return "callerTokens";
     case "caller-certificate":

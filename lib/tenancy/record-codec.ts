@@ -3,12 +3,19 @@
  * fields of `TenantRecord`. Parsing is strict (unknown fields, wrong types, oversized text or too
  * many credentials are refused) because a record decides who reaches a cluster: anything the
  * parser is unsure of must fail closed, with an error that says where, not what the bytes were.
+ * The one leniency is for lists added to the model later (ADDED_LISTS): absent reads as empty.
  */
-import { normalizeSerial, tenantIdOfCallerUri } from "./caller-uri.js";
 import { InvalidTenantInputError, TenantStoreCorruptError } from "./errors.js";
 import { MAX_CREDENTIALS_PER_KIND, MAX_DISPLAY_NAME_LENGTH, MAX_RECORD_BYTES } from "./limits.js";
-import type { CallerCertificate, TenantRecord, TenantState, TokenCredential } from "./model.js";
+import type {
+  CertificateCredential,
+  CredentialRole,
+  TenantRecord,
+  TenantState,
+  TokenCredential,
+} from "./model.js";
 import { isValidTenantId } from "./tenant-id.js";
+import { normalizeSerial, parseTenantUri } from "./tenant-uri.js";
 import { TOKEN_ID_PATTERN } from "./tokens.js";
 
 /** Bumped when the stored shape changes incompatibly; a reader refuses schemas it does not know. */
@@ -20,13 +27,31 @@ const SHA256_HEX = /^[0-9a-f]{64}$/;
 const MAX_SUBJECT_LENGTH = 512;
 const STATES: readonly TenantState[] = ["active", "deleted"];
 
+/** The credential lists of a record, and what each holds: tokens, or certificates of a role. */
+const CREDENTIAL_LISTS = [
+  ["agentTokens", "token"],
+  ["agentCertificates", "agent"],
+  ["callerTokens", "token"],
+  ["callerCertificates", "caller"],
+] as const satisfies readonly (readonly [keyof TenantRecord, "token" | CredentialRole])[];
+
+/**
+ * Lists added after schema 1 was first written: a stored record may lack them (it was written
+ * before they existed) and then reads as if they were empty. They are written only when not
+ * empty, so a gateway of the previous version, which refuses unknown fields, still reads every
+ * record that does not use them (a rolling upgrade or a rollback keeps working).
+ */
+const ADDED_LISTS = ["agentCertificates"] as const satisfies readonly (keyof TenantRecord)[];
+
 /** Serializes a record for storage; refuses (as bad input) one larger than MAX_RECORD_BYTES. */
 export function encodeTenantRecord(record: TenantRecord): string {
   // Validate what we are about to write with the same rules a reader applies: a record that could
   // not be read back must not be written.
   const problem = recordProblem(record);
   if (problem) throw new InvalidTenantInputError(`tenant record ${record.id}: ${problem}`);
-  const text = `${JSON.stringify({ schema: RECORD_SCHEMA, ...record }, null, 2)}\n`;
+  const stored: Record<string, unknown> = { schema: RECORD_SCHEMA, ...record };
+  for (const key of ADDED_LISTS) if (record[key].length === 0) delete stored[key];
+  const text = `${JSON.stringify(stored, null, 2)}\n`;
   if (Buffer.byteLength(text) > MAX_RECORD_BYTES) {
     throw new InvalidTenantInputError(`tenant record ${record.id} would exceed ${MAX_RECORD_BYTES} bytes`);
   }
@@ -58,6 +83,7 @@ export function decodeTenantRecord(text: string, source: RecordSource): TenantRe
   if (value.schema !== RECORD_SCHEMA)
     throw corrupt(`unknown schema (this version reads schema ${RECORD_SCHEMA})`);
   const { schema: _schema, ...rest } = value;
+  for (const key of ADDED_LISTS) if (!Object.hasOwn(rest, key)) rest[key] = [];
   const problem = recordProblem(rest);
   if (problem) throw corrupt(problem);
   if (rest.id !== source.tenantId) throw corrupt("the record's id is not the tenant its location names");
@@ -74,9 +100,7 @@ function recordProblem(r: unknown): string | undefined {
     "state",
     "createdAt",
     "updatedAt",
-    "agentTokens",
-    "callerTokens",
-    "callerCertificates",
+    ...CREDENTIAL_LISTS.map(([key]) => key),
   ]);
   if (extra) return extra;
   if (!isValidTenantId(r.id)) return "invalid id";
@@ -84,15 +108,16 @@ function recordProblem(r: unknown): string | undefined {
   if (!isText(r.displayName, MAX_DISPLAY_NAME_LENGTH)) return "invalid displayName";
   if (!STATES.includes(r.state as TenantState)) return "invalid state";
   if (!isTime(r.createdAt) || !isTime(r.updatedAt)) return "invalid createdAt/updatedAt";
-  for (const key of ["agentTokens", "callerTokens", "callerCertificates"] as const) {
+  // Ids are unique in the whole record, not only in their list: `revoke` takes an id alone.
+  const ids = new Set<string>();
+  for (const [key, holds] of CREDENTIAL_LISTS) {
     const list = r[key];
     if (!Array.isArray(list)) return `${key} is not a list`;
     if (list.length > MAX_CREDENTIALS_PER_KIND)
       return `${key} has more than ${MAX_CREDENTIALS_PER_KIND} entries`;
     if (r.state === "deleted" && list.length > 0) return `a deleted tenant lists ${key}`;
-    const ids = new Set<string>();
     for (const [i, c] of list.entries()) {
-      const p = key === "callerCertificates" ? certificateProblem(c, r.id as string) : tokenProblem(c);
+      const p = holds === "token" ? tokenProblem(c) : certificateProblem(c, r.id as string, holds);
       if (p) return `${key}[${i}]: ${p}`;
       const id = (c as { id: string }).id;
       if (ids.has(id)) return `${key}[${i}]: duplicate id`;
@@ -124,7 +149,7 @@ function tokenProblem(c: unknown): string | undefined {
   return credentialBaseProblem(c);
 }
 
-function certificateProblem(c: unknown, tenantId: string): string | undefined {
+function certificateProblem(c: unknown, tenantId: string, role: CredentialRole): string | undefined {
   if (!isObject(c)) return "not an object";
   const extra = extraKeys(c, [
     "id",
@@ -134,12 +159,15 @@ function certificateProblem(c: unknown, tenantId: string): string | undefined {
     "createdAt",
     "expiresAt",
     "revokedAt",
-  ] satisfies (keyof CallerCertificate)[]);
+  ] satisfies (keyof CertificateCredential)[]);
   if (extra) return extra;
   if (typeof c.id !== "string" || normalizeSerial(c.id) !== c.id) return "invalid id (serial)";
   if (!isText(c.subject, MAX_SUBJECT_LENGTH)) return "invalid subject";
-  if (typeof c.uri !== "string" || tenantIdOfCallerUri(c.uri) !== tenantId)
-    return "uri does not name this tenant";
+  const identity = typeof c.uri === "string" ? parseTenantUri(c.uri) : undefined;
+  if (identity?.tenantId !== tenantId) return "uri does not name this tenant";
+  // A certificate in the other role's list would be unusable (authentication looks in the list
+  // of the role its URI names), but a record that says so was not written by us.
+  if (identity.role !== role) return `uri names the ${identity.role} role, not ${role}`;
   if (!isTime(c.notAfter)) return "invalid notAfter";
   return credentialBaseProblem(c);
 }

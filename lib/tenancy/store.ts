@@ -73,5 +73,7 @@ export interface TenantWatch {
   on(event: "change", listener: (changes: TenantChanges) => void): this;
   /** A poll failed, or some record could not be read; the last known records stay in use. */
   on(event: "error", listener: (err: Error) => void): this;
+  off(event: "change", listener: (changes: TenantChanges) => void): this;
+  off(event: "error", listener: (err: Error) => void): this;
   close(): void;
 }

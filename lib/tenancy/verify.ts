@@ -2,22 +2,33 @@
  * Checks a presented credential against a tenant's record. Pure and synchronous: the server
  * calls these on a snapshot it already holds (TenantWatch.get), so a handshake does no I/O.
  *
- * Lookup never scans: a token names its tenant and id (tokens.ts), a caller certificate names
- * its tenant in a URI SAN (caller-uri.ts); the record then has the one hash or serial to check.
- * Secrets are compared in constant time and never appear in errors or logs.
+ * Lookup never scans: a token names its tenant and id (tokens.ts), a certificate names its
+ * tenant and role in a URI SAN (tenant-uri.ts); the record then has the one hash or serial to
+ * check. Secrets are compared in constant time and never appear in errors or logs.
+ *
+ * A credential is checked once, when a stream or tunnel opens; `recheckPrincipal` is how the
+ * server asks again later whether what it let in is still allowed.
  */
 
-import { normalizeSerial, tenantIdFromSubjectAltName } from "./caller-uri.js";
 import { credentialStatus } from "./credential-status.js";
 import { CredentialRefusedError, type RefusalReason } from "./errors.js";
-import type { AnyCredential, TenantRecord, TokenCredential } from "./model.js";
+import {
+  type AnyCredential,
+  type CredentialForm,
+  type CredentialRole,
+  credentialKind,
+  credentialsOf,
+  type TenantRecord,
+  type TokenCredential,
+} from "./model.js";
+import { identityFromSubjectAltName, normalizeSerial } from "./tenant-uri.js";
 import { hashToken, parseToken, type TokenKind, tokenMatchesHash } from "./tokens.js";
 
 /** Who a verified credential belongs to. Nothing in it is secret; fit for logs and audit. */
 export interface TenantPrincipal {
   readonly tenantId: string;
-  readonly role: "agent" | "caller";
-  readonly credential: "token" | "certificate";
+  readonly role: CredentialRole;
+  readonly credential: CredentialForm;
   /** The token id or certificate serial. */
   readonly credentialId: string;
 }
@@ -82,25 +93,65 @@ export interface PresentedCertificate {
 }
 
 /**
- * Authenticates a caller certificate. Call only after the TLS handshake verified the chain
- * against the gateway CA: this checks the tenant and the allowlist, not signatures.
+ * Authenticates a certificate presented for `role`. Call only after the TLS handshake verified
+ * the chain against the gateway CA: this checks the role and tenant its URI names, and the
+ * allowlist of that role in the tenant's record, not signatures. A certificate issued for the
+ * other role is refused before any lookup ("wrong-role"), as a token of the other kind is.
  */
-export function authenticateCallerCertificate(
+export function authenticateCertificate(
   lookup: TenantLookup,
   cert: PresentedCertificate,
+  role: CredentialRole,
   now: Date,
 ): TenantPrincipal {
-  const san = tenantIdFromSubjectAltName(cert.subjectaltname);
+  const san = identityFromSubjectAltName(cert.subjectaltname);
   if (!san.ok) throw refuse("malformed");
+  if (san.role !== role) throw refuse("wrong-role");
   const serial = normalizeSerial(cert.serialNumber);
   if (serial === undefined) throw refuse("malformed");
   const tenant = lookup(san.tenantId);
   if (!tenant) throw refuse("unknown-tenant");
   if (tenant.state === "deleted") throw refuse("tenant-deleted");
-  const credential = tenant.callerCertificates.find((c) => c.id === serial);
+  const credential = credentialsOf(tenant, credentialKind(role, "certificate")).find((c) => c.id === serial);
   if (!credential) throw refuse("unknown-credential");
   checkUsable(credential, now);
-  return { tenantId: tenant.id, role: "caller", credential: "certificate", credentialId: serial };
+  return { tenantId: tenant.id, role, credential: "certificate", credentialId: serial };
+}
+
+/** A kube-apiserver's (or other caller's) certificate: URI `kgw://tenant/<id>/caller`. */
+export const authenticateCallerCertificate = (lookup: TenantLookup, cert: PresentedCertificate, now: Date) =>
+  authenticateCertificate(lookup, cert, "caller", now);
+
+/** An agent's certificate: URI `kgw://tenant/<id>/agent`, listed in the tenant's agentCertificates. */
+export const authenticateAgentCertificate = (lookup: TenantLookup, cert: PresentedCertificate, now: Date) =>
+  authenticateCertificate(lookup, cert, "agent", now);
+
+/** One key per credential, the same on every connection it opened. */
+export function principalKey(principal: TenantPrincipal): string {
+  return `${principal.tenantId}/${principal.role}/${principal.credential}/${principal.credentialId}`;
+}
+
+/**
+ * undefined while the credential `principal` was authenticated with is still usable in the
+ * current record; otherwise why not. What the server asks of every live credential after a
+ * change in the store, and as time passes (grace periods and notAfter run out on their own).
+ * The same rules as the first check, minus what cannot have changed (the presented secret or
+ * certificate): a record gone is "unknown-tenant", a tombstone "tenant-deleted", a credential
+ * forgotten (pruned, or the tenant deleted and created again) "unknown-credential".
+ */
+export function recheckPrincipal(
+  lookup: TenantLookup,
+  principal: TenantPrincipal,
+  now: Date,
+): RefusalReason | undefined {
+  const tenant = lookup(principal.tenantId);
+  if (!tenant || tenant.id !== principal.tenantId) return "unknown-tenant";
+  if (tenant.state === "deleted") return "tenant-deleted";
+  const kind = credentialKind(principal.role, principal.credential);
+  const credential = credentialsOf(tenant, kind).find((c) => c.id === principal.credentialId);
+  if (!credential) return "unknown-credential";
+  const status = credentialStatus(credential, now);
+  return status === "revoked" || status === "expired" ? status : undefined;
 }
 
 function checkUsable(credential: AnyCredential, now: Date): void {

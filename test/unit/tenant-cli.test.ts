@@ -3,7 +3,7 @@
  * real file store and a real CA. Secrets are printed once and found nowhere else; the bundle's
  * certificate gets through a real TLS handshake and the tenant's allowlist until it is revoked.
  */
-import { X509Certificate } from "node:crypto";
+import { createPrivateKey, X509Certificate } from "node:crypto";
 import fs from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
@@ -15,7 +15,12 @@ import { parseTenantCommand } from "../../lib/config/tenant-options.js";
 import { runTenantCommand } from "../../lib/tenancy/cli/run-tenant-command.js";
 import { openFileTenantStore } from "../../lib/tenancy/file-store/file-tenant-store.js";
 import type { TenantRecord } from "../../lib/tenancy/model.js";
-import { authenticateCallerCertificate, authenticateToken } from "../../lib/tenancy/verify.js";
+import {
+  authenticateAgentCertificate,
+  authenticateCallerCertificate,
+  authenticateToken,
+  recheckPrincipal,
+} from "../../lib/tenancy/verify.js";
 import { egressProblems, parseEgress } from "../helpers/egress-config.js";
 import { spawnKgw } from "../helpers/kgw-process.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
@@ -79,8 +84,14 @@ function allFilesUnder(dir: string): string {
     .join("\n");
 }
 
-/** A TLS server trusting the gateway CA, as the gateway's frontend does; returns the peer it saw. */
-async function handshake(bundleDir: string): Promise<tls.PeerCertificate> {
+/**
+ * A TLS server trusting the gateway CA, as the gateway's frontend and agent port do; returns the
+ * peer it saw. The client uses the bundle's files: the caller bundle's, or the agent bundle's.
+ */
+async function handshake(
+  bundleDir: string,
+  names = { cert: "client.crt", key: "client.key" },
+): Promise<tls.PeerCertificate> {
   const server = tls.createServer({
     cert: fs.readFileSync(pki.files.serverCert),
     key: fs.readFileSync(pki.files.serverKey),
@@ -100,8 +111,8 @@ async function handshake(bundleDir: string): Promise<tls.PeerCertificate> {
     host: "127.0.0.1",
     servername: "localhost",
     ca: fs.readFileSync(path.join(bundleDir, "ca.crt")),
-    cert: fs.readFileSync(path.join(bundleDir, "client.crt")),
-    key: fs.readFileSync(path.join(bundleDir, "client.key")),
+    cert: fs.readFileSync(path.join(bundleDir, names.cert)),
+    key: fs.readFileSync(path.join(bundleDir, names.key)),
   });
   socket.on("error", () => {});
   try {
@@ -179,7 +190,8 @@ describe("kgw tenant", () => {
       expect(r.code).toBe(0);
       for (const s of [agentToken, callerToken, ...hashes]) expect(r.out).not.toContain(s);
     }
-    expect((await kgw("list")).out).toMatch(/acme\s+active\s+2\s+1\s+1\s+1\s+Acme prod/);
+    // Versions, then usable agent tokens, agent certificates, caller certificates, caller tokens.
+    expect((await kgw("list")).out).toMatch(/acme\s+active\s+2\s+1\s+0\s+1\s+1\s+Acme prod/);
   });
 
   it("the bundle's certificate passes TLS and the tenant's allowlist, until it is revoked", async () => {
@@ -243,6 +255,124 @@ describe("kgw tenant", () => {
     expect(authenticateCallerCertificate(lookup, newPeer, afterGrace).tenantId).toBe("acme");
   });
 
+  let agentBundleDir: string;
+  let agentPeer: tls.PeerCertificate;
+  const AGENT_FILES = { cert: "agent.crt", key: "agent.key" };
+
+  it("rotate --credential=agent-certificate writes an agent bundle the agent's flags point at", async () => {
+    agentBundleDir = path.join(root, "acme-agent");
+    const r = await kgw("rotate", "acme", "--credential=agent-certificate", `--out=${agentBundleDir}`);
+    expect(r.err).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.out).toContain("There was no previous one still valid.");
+    expect(r.out).toContain(`Agent bundle: ${agentBundleDir}`);
+    // Both agent tokens (the rotated one is in its grace) still work beside the certificate.
+    expect(r.out).toContain("The tenant's 2 agent token(s) stay valid: revoke them once");
+    expect(r.out).toContain(
+      "--ca-cert=/etc/kgw-agent/ca.crt --agent-cert=/etc/kgw-agent/agent.crt --agent-key=/etc/kgw-agent/agent.key",
+    );
+
+    expect(fs.statSync(agentBundleDir).mode & 0o777).toBe(0o700);
+    const modes = Object.fromEntries(
+      fs.readdirSync(agentBundleDir).map((f) => [f, fs.statSync(path.join(agentBundleDir, f)).mode & 0o777]),
+    );
+    expect(modes).toEqual({ "ca.crt": 0o644, "agent.crt": 0o644, "agent.key": 0o600 });
+    // The CA bundle that verifies the gateway defaults to the gateway CA, as for the caller bundle.
+    expect(fs.readFileSync(path.join(agentBundleDir, "ca.crt"), "utf8")).toBe(
+      fs.readFileSync(pki.files.caCert, "utf8"),
+    );
+
+    const cert = new X509Certificate(fs.readFileSync(path.join(agentBundleDir, "agent.crt")));
+    expect(cert.subjectAltName).toBe("URI:kgw://tenant/acme/agent");
+    expect(cert.subject.split("\n").sort()).toEqual(["CN=acme", "O=kgw:tenant-agent"]);
+    expect(cert.keyUsage).toEqual(["1.3.6.1.5.5.7.3.2"]); // clientAuth only
+    expect(cert.checkIssued(new X509Certificate(fs.readFileSync(pki.files.caCert)))).toBe(true);
+    expect(cert.publicKey.asymmetricKeyDetails?.namedCurve).toBe("prime256v1");
+    const key = fs.readFileSync(path.join(agentBundleDir, "agent.key"), "utf8");
+    expect(cert.checkPrivateKey(createPrivateKey(key))).toBe(true);
+    // The key is in the bundle and nowhere in the store.
+    expect(allFilesUnder(env.KGW_TENANT_STORE_DIR!)).not.toContain(key.split("\n")[1]);
+  });
+
+  it("the agent certificate passes TLS and the agent allowlist, and is refused as a caller's", async () => {
+    agentPeer = await handshake(agentBundleDir, AGENT_FILES);
+    const rec = await record("acme");
+    const lookup = () => rec;
+    const principal = authenticateAgentCertificate(lookup, agentPeer, clock);
+    expect(principal).toMatchObject({ tenantId: "acme", role: "agent", credential: "certificate" });
+    expect(() => authenticateCallerCertificate(lookup, agentPeer, clock)).toThrow(
+      expect.objectContaining({ code: "ERR_UNAUTHENTICATED", reason: "wrong-role" }),
+    );
+    // Rotating the certificate leaves the agent token alone: an agent may use either.
+    expect(authenticateToken(lookup, agentToken, "agent", clock).tenantId).toBe("acme");
+    expect(rec!.agentCertificates).toHaveLength(1);
+  });
+
+  it("show and list name the agent certificate, its subject, URI and notAfter", async () => {
+    const serial = (await record("acme"))!.agentCertificates[0]!.id;
+    const text = await kgw("show", "acme");
+    expect(text.out).toMatch(new RegExp(`agent-certificate\\s+${serial}\\s+active`));
+    const json = JSON.parse((await kgw("show", "acme", "--output=json")).out) as {
+      tenant: { credentials: Record<string, unknown>[] };
+    };
+    expect(json.tenant.credentials.find((c) => c.id === serial)).toMatchObject({
+      kind: "agent-certificate",
+      status: "active",
+      uri: "kgw://tenant/acme/agent",
+      subject: expect.stringContaining("O=kgw:tenant-agent"),
+      notAfter: expect.any(String),
+    });
+    expect((await kgw("list")).out).toMatch(/acme\s+active\s+\d+\s+\d+\s+1\s+/);
+  });
+
+  it("rotating the agent certificate again keeps the old one for the grace only; revoke takes its serial", async () => {
+    const rotated = path.join(root, "acme-agent-2");
+    const r = await kgw(
+      "rotate",
+      "acme",
+      "--credential=agent-certificate",
+      "--grace=10m",
+      `--out=${rotated}`,
+      "--mount-dir=/var/run/kgw-agent",
+      "--output=json",
+    );
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.out) as {
+      agentBundle: { dir: string; files: Record<string, string>; serial: string; agentFlags: string[] };
+    };
+    expect(out.agentBundle.files).toEqual({
+      caCert: path.join(rotated, "ca.crt"),
+      agentCert: path.join(rotated, "agent.crt"),
+      agentKey: path.join(rotated, "agent.key"),
+    });
+    expect(out.agentBundle.agentFlags).toEqual([
+      "--ca-cert=/var/run/kgw-agent/ca.crt",
+      "--agent-cert=/var/run/kgw-agent/agent.crt",
+      "--agent-key=/var/run/kgw-agent/agent.key",
+    ]);
+    const newPeer = await handshake(rotated, AGENT_FILES);
+    let rec = await record("acme");
+    const inGrace = new Date(clock.getTime() + 599_000);
+    const afterGrace = new Date(clock.getTime() + 600_000);
+    const old = authenticateAgentCertificate(() => rec, agentPeer, inGrace);
+    expect(() => authenticateAgentCertificate(() => rec, agentPeer, afterGrace)).toThrow(
+      expect.objectContaining({ reason: "expired" }),
+    );
+    const fresh = authenticateAgentCertificate(() => rec, newPeer, afterGrace);
+    expect(fresh.credentialId).toBe(out.agentBundle.serial);
+    // What a server holding a stream opened with the old certificate learns as time passes.
+    expect(recheckPrincipal(() => rec, old, inGrace)).toBeUndefined();
+    expect(recheckPrincipal(() => rec, old, afterGrace)).toBe("expired");
+
+    const colons = fresh.credentialId.toUpperCase().match(/../g)!.join(":");
+    expect((await kgw("revoke", "acme", colons)).code).toBe(0);
+    rec = await record("acme");
+    expect(recheckPrincipal(() => rec, fresh, clock)).toBe("revoked");
+    expect(() => authenticateAgentCertificate(() => rec, newPeer, clock)).toThrow(
+      expect.objectContaining({ reason: "revoked" }),
+    );
+  });
+
   it("reports what went wrong, with exit 1 for failures and 2 for bad input", async () => {
     expect(await kgw("show", "nobody")).toMatchObject({
       code: 1,
@@ -290,6 +420,12 @@ describe("kgw tenant", () => {
     expect(rec?.state).toBe("deleted");
     expect(() => authenticateToken(() => rec, agentToken, "agent", clock)).toThrow(
       expect.objectContaining({ reason: "tenant-deleted" }),
+    );
+    expect(() => authenticateAgentCertificate(() => rec, agentPeer, clock)).toThrow(
+      expect.objectContaining({ reason: "tenant-deleted" }),
+    );
+    expect((await kgw("rotate", "acme", "--credential=agent-certificate", `--out=${root}/gone`)).code).toBe(
+      1,
     );
     expect((await kgw("list")).out).not.toContain("acme");
     expect((await kgw("list", "--all")).out).toMatch(/acme\s+deleted/);

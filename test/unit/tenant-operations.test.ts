@@ -1,6 +1,5 @@
 /** The rules of tenant changes, as pure functions: rotation and grace, revocation, limits, pruning. */
 import { describe, expect, it } from "vitest";
-import { callerUri } from "../../lib/tenancy/caller-uri.js";
 import { credentialStatus } from "../../lib/tenancy/credential-status.js";
 import {
   INACTIVE_CREDENTIAL_RETENTION_MS,
@@ -9,12 +8,14 @@ import {
 } from "../../lib/tenancy/limits.js";
 import type { TenantRecord } from "../../lib/tenancy/model.js";
 import {
+  addAgentCertificate,
   addCallerCertificate,
   addToken,
   createTenantRecord,
   deleteTenantRecord,
   revokeCredential,
 } from "../../lib/tenancy/operations.js";
+import { agentUri, callerUri } from "../../lib/tenancy/tenant-uri.js";
 import { generateToken } from "../../lib/tenancy/tokens.js";
 
 const T0 = new Date("2026-12-04T10:00:00.000Z");
@@ -159,10 +160,68 @@ describe("revocation and deletion", () => {
     expect(tombstone).toMatchObject({
       state: "deleted",
       agentTokens: [],
+      agentCertificates: [],
       callerTokens: [],
       callerCertificates: [],
     });
     expect(codeOf(() => withAgentToken(tombstone, T0))).toBe("ERR_NOT_FOUND");
     expect(codeOf(() => deleteTenantRecord(tombstone, T0))).toBe("ERR_NOT_FOUND");
+  });
+});
+
+describe("agent certificates", () => {
+  const agentCert = (serial: string, notAfter = at(365 * DAY)) => ({
+    serial,
+    subject: "CN=acme, O=kgw:tenant-agent",
+    uri: agentUri("acme"),
+    notAfter,
+  });
+
+  it("a new tenant has none, and a tombstone drops them with everything else", () => {
+    expect(fresh().agentCertificates).toEqual([]);
+    const r = addAgentCertificate(fresh(), agentCert("a1"), T0);
+    expect(r.agentCertificates.map((c) => c.id)).toEqual(["a1"]);
+    expect(deleteTenantRecord(r, at(1)).agentCertificates).toEqual([]);
+  });
+
+  it("rotates on their own: agent tokens and caller certificates keep no grace from it", () => {
+    let r = withAgentToken(fresh(), T0);
+    r = addCallerCertificate(
+      r,
+      { serial: "c1", subject: "CN=acme", uri: callerUri("acme"), notAfter: at(DAY) },
+      T0,
+    );
+    r = addAgentCertificate(r, agentCert("a1"), T0);
+    r = addAgentCertificate(r, agentCert("a2"), at(HOUR), { rotateGraceMs: HOUR });
+    expect(r.agentCertificates.map((c) => c.expiresAt)).toEqual([at(2 * HOUR).toISOString(), null]);
+    expect(r.agentTokens[0]!.expiresAt).toBeNull();
+    expect(r.callerCertificates[0]!.expiresAt).toBeNull();
+  });
+
+  it("are revoked by serial like any credential; ids stay unique across kinds", () => {
+    const r = addAgentCertificate(fresh(), agentCert("a1"), T0);
+    expect(revokeCredential(r, "a1", at(1)).agentCertificates[0]!.revokedAt).toBe(at(1).toISOString());
+    // A caller certificate with the same serial would make `revoke a1` ambiguous.
+    expect(
+      codeOf(() =>
+        addCallerCertificate(
+          r,
+          { serial: "a1", subject: "CN=acme", uri: callerUri("acme"), notAfter: at(DAY) },
+          T0,
+        ),
+      ),
+    ).toBe("ERR_BAD_REQUEST");
+  });
+
+  it(`have their own budget of ${MAX_CREDENTIALS_PER_KIND}, pruned like the others`, () => {
+    let r = fresh();
+    for (let i = 0; i < MAX_CREDENTIALS_PER_KIND; i++)
+      r = addAgentCertificate(r, agentCert(`a${i.toString(16)}`), T0);
+    expect(codeOf(() => addAgentCertificate(r, agentCert("ff"), T0))).toBe("ERR_BAD_REQUEST");
+    expect(withAgentToken(r, T0).agentTokens).toHaveLength(1);
+    r = revokeCredential(r, "a0", at(1));
+    r = addAgentCertificate(r, agentCert("ff"), at(2));
+    expect(r.agentCertificates.map((c) => c.id)).not.toContain("a0");
+    expect(r.agentCertificates).toHaveLength(MAX_CREDENTIALS_PER_KIND);
   });
 });

@@ -87,6 +87,56 @@ describe("kgw tenant options", () => {
     });
   });
 
+  it("parses rotate --credential=agent-certificate into an agent bundle with its own defaults", () => {
+    expect(command(["rotate", "acme", "--credential=agent-certificate"])).toEqual({
+      name: "rotate",
+      storeDir: "/var/lib/kgw/tenants",
+      output: "text",
+      tenantId: "acme",
+      credential: "agent-certificate",
+      graceMs: 24 * 3_600_000,
+      bundle: null,
+      agentBundle: {
+        caCert: "/etc/kgw/ca.pem",
+        caKey: "/etc/kgw/ca-key.pem",
+        serverCaBundle: "/etc/kgw/ca.pem",
+        outDir: "kgw-agent-bundle-acme",
+        mountDir: "/etc/kgw-agent",
+        certValidityMs: 365 * 86_400_000,
+      },
+    });
+    // The gateway address is for kube-apiserver's configuration: an agent bundle does not need it.
+    const { KGW_GATEWAY_ADDRESS: _unused, ...noGateway } = BUNDLE_ENV;
+    expect(
+      command(
+        [
+          "rotate",
+          "acme",
+          "--credential=agent-certificate",
+          "--out=/tmp/a",
+          "--mount-dir=/var/run/kgw/",
+          "--server-ca-bundle=/etc/kgw/public-ca.pem",
+          "--cert-validity=720h",
+        ],
+        noGateway,
+      ),
+    ).toMatchObject({
+      bundle: null,
+      agentBundle: {
+        outDir: "/tmp/a",
+        mountDir: "/var/run/kgw",
+        serverCaBundle: "/etc/kgw/public-ca.pem",
+        certValidityMs: 720 * 3_600_000,
+      },
+    });
+    expect(
+      refusal(["rotate", "acme", "--credential=agent-certificate"], { KGW_TENANT_STORE_DIR: "/s" }),
+    ).toContain("an agent bundle needs the gateway CA: --ca-cert and --ca-key");
+    expect(command(["rotate", "acme", "--credential=caller-certificate"])).toMatchObject({
+      agentBundle: null,
+    });
+  });
+
   it("answers help for no subcommand, for help, and for --help after a subcommand", () => {
     expect(parseTenantCommand([], {})).toMatchObject({ help: true });
     expect(parseTenantCommand(["help"], {})).toMatchObject({ help: true });
@@ -106,7 +156,21 @@ describe("kgw tenant options", () => {
     [["create", "x".repeat(64)], "invalid tenant id"],
     [["list", "--grace=1h"], "--grace does not apply to kgw tenant list"],
     [["show", "acme", "--ca-cert=/x"], "--ca-cert does not apply"],
-    [["rotate", "acme", "--out=/x"], "caller-certificate only"],
+    [
+      ["rotate", "acme", "--out=/x"],
+      "--out applies to --credential=caller-certificate or agent-certificate only",
+    ],
+    [["rotate", "acme", "--credential=caller-token", "--cert-validity=48h"], "--cert-validity applies to"],
+    [
+      ["rotate", "acme", "--credential=agent-certificate", "--uds-name=/s"],
+      "--uds-name applies to the caller bundle only",
+    ],
+    [
+      ["rotate", "acme", "--credential=agent-certificate", "--gateway-address=gw:1"],
+      "--gateway-address applies",
+    ],
+    [["rotate", "acme", "--credential=agent-certificate", "--mount-dir=pod/dir"], "--mount-dir"],
+    [["rotate", "acme", "--credential=agent-certificate", "--cert-validity=1h"], "--cert-validity"],
     [["rotate", "acme", "--credential=password"], "--credential"],
     [["rotate", "acme", "--grace=2400h"], "at most 90 days"],
     [["list", "--output=yaml"], "--output"],

@@ -5,19 +5,15 @@
  * variant for a gateway next to kube-apiserver).
  *
  * Order of work: the output directory first (a bad --out fails before anything is issued), then
- * the certificate, then the store (the serial must be allowlisted before anyone can use the key),
- * then the files. A failure after the store write leaves a listed certificate whose key nobody
- * has: harmless, and revocable by its serial.
+ * the certificate and the store (tenant-certificate.ts: the serial is allowlisted before anyone
+ * can use the key), then the files. A failure after the store write leaves a listed certificate
+ * whose key nobody has: harmless, and revocable by its serial.
  */
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
-import type { CertificateAuthority } from "../../pki/ca.js";
 import { writePemFiles } from "../../pki/files.js";
-import { x509 } from "../../pki/x509.js";
-import { callerUri, normalizeSerial } from "../caller-uri.js";
 import type { TenantRecord } from "../model.js";
-import { updateTenant } from "../mutate.js";
-import { type AddOptions, addCallerCertificate, requireActive } from "../operations.js";
+import type { AddOptions } from "../operations.js";
 import type { TenantStore } from "../store.js";
 import {
   BUNDLE_FILES,
@@ -25,13 +21,9 @@ import {
   type UdsProxyProtocol,
   udsEgressConfiguration,
 } from "./egress-selector.js";
+import { type CertificateIssuer, issueTenantCertificate } from "./tenant-certificate.js";
 
-/** Subject O of caller certificates: says what the certificate is to someone reading it. */
-const CALLER_ORGANIZATION = "kgw:tenant-caller";
-const DAY_MS = 86_400_000;
-
-export interface CallerBundleOptions {
-  ca: CertificateAuthority;
+export interface CallerBundleOptions extends CertificateIssuer {
   /** PEM the kube-apiserver trusts for the gateway's serving certificate. */
   caBundlePem: string;
   gatewayUrl: string;
@@ -39,8 +31,6 @@ export interface CallerBundleOptions {
   mountDir: string;
   udsName: string;
   udsProxyProtocol: UdsProxyProtocol;
-  certValidityMs: number;
-  now: () => Date;
 }
 
 export interface WrittenBundle {
@@ -59,27 +49,7 @@ export async function writeCallerBundle(
 ): Promise<WrittenBundle> {
   const dir = path.resolve(o.outDir);
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  // Fail on an unknown or deleted tenant before minting anything.
-  requireActive(await store.get(tenantId), tenantId);
-  const uri = callerUri(tenantId);
-  const issued = await o.ca.issue({
-    commonName: tenantId,
-    organization: [CALLER_ORGANIZATION],
-    uris: [uri],
-    usage: "client",
-    validityDays: o.certValidityMs / DAY_MS,
-  });
-  const cert = new x509.X509Certificate(issued.certPem);
-  const serial = normalizeSerial(cert.serialNumber)!;
-  const { notAfter } = cert;
-  const record = await updateTenant(store, tenantId, (current) =>
-    addCallerCertificate(
-      requireActive(current, tenantId),
-      { serial, subject: cert.subject, uri, notAfter },
-      o.now(),
-      add,
-    ),
-  );
+  const issued = await issueTenantCertificate(store, tenantId, "caller", o, add);
   const files = await writePemFiles(dir, {
     [BUNDLE_FILES.caBundle]: o.caBundlePem,
     [BUNDLE_FILES.clientCert]: issued.certPem,
@@ -100,8 +70,8 @@ export async function writeCallerBundle(
       egressTcp: files[BUNDLE_FILES.egressTcp],
       egressUds: files[BUNDLE_FILES.egressUds],
     },
-    serial,
-    notAfter: notAfter.toISOString(),
-    record,
+    serial: issued.serial,
+    notAfter: issued.notAfter,
+    record: issued.record,
   };
 }

@@ -1,15 +1,34 @@
 /**
- * Turns the bundle flags into what writeCallerBundle needs: reads and checks the gateway CA and
- * the CA bundle first, so a wrong path fails before any tenant or certificate is made.
+ * Turns the bundle flags into what writeCallerBundle and writeAgentBundle need: reads and checks
+ * the gateway CA and the CA bundle first, so a wrong path fails before any tenant or certificate
+ * is made.
  */
 import { X509Certificate } from "node:crypto";
 import { readFile, stat } from "node:fs/promises";
-import type { BundleSettings } from "../../config/tenant-options.js";
+import type {
+  AgentBundleSettings,
+  BundleSettings,
+  CertificateSettings,
+} from "../../config/tenant-options.js";
 import { ConfigError } from "../../errors.js";
 import { type CertificateAuthority, loadCa } from "../../pki/ca.js";
+import type { AgentBundleOptions } from "../bundle/agent-bundle.js";
 import type { CallerBundleOptions } from "../bundle/caller-bundle.js";
 
 export async function loadBundleOptions(s: BundleSettings, now: () => Date): Promise<CallerBundleOptions> {
+  return {
+    ...(await loadCertificateOptions(s, now)),
+    gatewayUrl: s.gateway.url,
+    udsName: s.udsName,
+    udsProxyProtocol: s.udsProxyProtocol,
+  };
+}
+
+export function loadAgentBundleOptions(s: AgentBundleSettings, now: () => Date): Promise<AgentBundleOptions> {
+  return loadCertificateOptions(s, now);
+}
+
+async function loadCertificateOptions(s: CertificateSettings, now: () => Date) {
   const [certPem, keyPem, caBundlePem] = await Promise.all([
     readPem(s.caCert, "--ca-cert"),
     readPem(s.caKey, "--ca-key"),
@@ -29,11 +48,8 @@ export async function loadBundleOptions(s: BundleSettings, now: () => Date): Pro
   return {
     ca,
     caBundlePem,
-    gatewayUrl: s.gateway.url,
     outDir: s.outDir,
     mountDir: s.mountDir,
-    udsName: s.udsName,
-    udsProxyProtocol: s.udsProxyProtocol,
     certValidityMs: s.certValidityMs,
     now,
   };

@@ -3,6 +3,7 @@
  * hash, so no output path can leak one; text fields come from validated records (printable,
  * bounded), so nothing printed can drive the terminal.
  */
+import type { WrittenAgentBundle } from "../bundle/agent-bundle.js";
 import type { CallerBundleOptions, WrittenBundle } from "../bundle/caller-bundle.js";
 import { BUNDLE_FILES } from "../bundle/egress-selector.js";
 import { type CredentialStatus, credentialStatus, isUsable } from "../credential-status.js";
@@ -62,12 +63,22 @@ export function tenantTable(records: readonly TenantRecord[], now: Date): string
   const usable = (r: TenantRecord, kind: CredentialKind) =>
     String(credentialsOf(r, kind).filter((c) => isUsable(c, now)).length);
   return table(
-    ["ID", "STATE", "VERSION", "AGENT TOKENS", "CALLER CERTS", "CALLER TOKENS", "DISPLAY NAME"],
+    [
+      "ID",
+      "STATE",
+      "VERSION",
+      "AGENT TOKENS",
+      "AGENT CERTS",
+      "CALLER CERTS",
+      "CALLER TOKENS",
+      "DISPLAY NAME",
+    ],
     records.map((r) => [
       r.id,
       r.state,
       String(r.version),
       usable(r, "agent-token"),
+      usable(r, "agent-certificate"),
       usable(r, "caller-certificate"),
       usable(r, "caller-token"),
       r.displayName,
@@ -102,13 +113,8 @@ function table(header: string[], rows: string[][]): string {
   return `${[header, ...rows].map(line).join("\n")}\n`;
 }
 
-export function rotatedText(record: TenantRecord, kind: string, newId: string): string[] {
-  const list =
-    kind === "agent-token"
-      ? record.agentTokens
-      : kind === "caller-token"
-        ? record.callerTokens
-        : record.callerCertificates;
+export function rotatedText(record: TenantRecord, kind: CredentialKind, newId: string): string[] {
+  const list = credentialsOf(record, kind);
   const graced = list.filter((c) => c.id !== newId && c.expiresAt !== null && c.revokedAt === null);
   const until = graced.map((c) => c.expiresAt!).sort()[0];
   return [
@@ -122,6 +128,16 @@ export function bundleView(written: WrittenBundle | undefined) {
   return { dir: written.dir, files: written.files, serial: written.serial, notAfter: written.notAfter };
 }
 
+export function agentBundleView(written: WrittenAgentBundle) {
+  return {
+    dir: written.dir,
+    files: written.files,
+    serial: written.serial,
+    notAfter: written.notAfter,
+    agentFlags: written.agentFlags,
+  };
+}
+
 export function bundleText(written: WrittenBundle, options: CallerBundleOptions): string[] {
   return [
     `Caller bundle: ${written.dir}`,
@@ -129,5 +145,22 @@ export function bundleText(written: WrittenBundle, options: CallerBundleOptions)
     `  copy its files to ${options.mountDir} on every control-plane node, then run kube-apiserver with`,
     `  --egress-selector-config-file=${options.mountDir}/${BUNDLE_FILES.egressTcp}`,
     `  (${BUNDLE_FILES.egressUds}: the same over the Unix socket ${options.udsName})`,
+  ];
+}
+
+export function agentBundleText(written: WrittenAgentBundle, mountDir: string, now: Date): string[] {
+  const tokens = written.record.agentTokens.filter((c) => isUsable(c, now)).length;
+  return [
+    `Agent bundle: ${written.dir}`,
+    `  agent certificate ${written.serial}, valid until ${written.notAfter}`,
+    `  mount its files at ${mountDir} in the agent's pod (e.g. a Secret made with`,
+    `  kubectl create secret generic <name> --from-file=${written.dir}), then run the agent with`,
+    `  ${written.agentFlags.join(" ")}`,
+    // Issuing a certificate leaves the tokens alone; say so, or the operator may think it replaced them.
+    ...(tokens > 0
+      ? [
+          `  The tenant's ${tokens} agent token(s) stay valid: revoke them once every agent uses the certificate.`,
+        ]
+      : []),
   ];
 }

@@ -5,8 +5,8 @@
  */
 import type { OutputFormat, TenantCommand } from "../../config/tenant-options.js";
 import { ConfigError, GatewayError } from "../../errors.js";
+import { writeAgentBundle } from "../bundle/agent-bundle.js";
 import { type WrittenBundle, writeCallerBundle } from "../bundle/caller-bundle.js";
-import { normalizeSerial } from "../caller-uri.js";
 import { TenantNotFoundError } from "../errors.js";
 import { openFileTenantStore } from "../file-store/file-tenant-store.js";
 import { updateTenant } from "../mutate.js";
@@ -19,9 +19,19 @@ import {
   revokeCredential,
 } from "../operations.js";
 import type { TenantStore } from "../store.js";
+import { normalizeSerial } from "../tenant-uri.js";
 import { type GeneratedToken, generateToken } from "../tokens.js";
-import { loadBundleOptions } from "./load-bundle-options.js";
-import { bundleText, bundleView, publicTenant, rotatedText, tenantDetails, tenantTable } from "./render.js";
+import { loadAgentBundleOptions, loadBundleOptions } from "./load-bundle-options.js";
+import {
+  agentBundleText,
+  agentBundleView,
+  bundleText,
+  bundleView,
+  publicTenant,
+  rotatedText,
+  tenantDetails,
+  tenantTable,
+} from "./render.js";
 
 export interface TenantCliIo {
   out(text: string): void;
@@ -129,6 +139,22 @@ async function execute(command: TenantCommand, store: TenantStore, io: Io): Prom
             ...rotatedText(written.record, "caller-certificate", written.serial),
             "",
             ...bundleText(written, options),
+            "",
+          ].join("\n"),
+        );
+        return 0;
+      }
+      if (command.credential === "agent-certificate") {
+        const settings = command.agentBundle!;
+        const options = await loadAgentBundleOptions(settings, io.now);
+        const written = await writeAgentBundle(store, command.tenantId, options, {
+          rotateGraceMs: command.graceMs,
+        });
+        print({ tenant: publicTenant(written.record, io.now()), agentBundle: agentBundleView(written) }, () =>
+          [
+            ...rotatedText(written.record, "agent-certificate", written.serial),
+            "",
+            ...agentBundleText(written, settings.mountDir, io.now()),
             "",
           ].join("\n"),
         );

@@ -1,45 +1,60 @@
 /**
- * The identity in a caller certificate: one URI SAN `kgw://tenant/<id>/caller`.
+ * The identity in a tenant's client certificate: one URI SAN `kgw://tenant/<id>/<role>`, the role
+ * `caller` (kube-apiserver) or `agent`.
  *
  * A URI SAN rather than the subject: kube-apiserver does not care what its egress client
  * certificate says, the subject's text is easy to get subtly wrong (escaping, multi-valued
- * RDNs), and a URI has one unambiguous form. The role is part of the URI so that a certificate
- * for another role (`/agent`, should agents get certificates) can never be taken for a caller's.
+ * RDNs), and a URI has one unambiguous form. The role is part of the URI, so a certificate issued
+ * for one role can never be taken for the other's, even though one CA signs both.
  * Authorization does not rest on the URI alone: the serial must also be listed, usable, in the
- * tenant's record (an allowlist: an unknown certificate is refused, even from our CA).
+ * tenant's record, in the list of that role (an allowlist: an unknown certificate is refused,
+ * even from our CA).
  */
+import type { CredentialRole } from "./model.js";
 import { isValidTenantId } from "./tenant-id.js";
 
-const CALLER_URI = /^kgw:\/\/tenant\/([a-z0-9-]{1,63})\/caller$/;
+const TENANT_URI = /^kgw:\/\/tenant\/([a-z0-9-]{1,63})\/(agent|caller)$/;
 const OUR_SCHEME = "kgw://";
 
-export function callerUri(tenantId: string): string {
-  return `kgw://tenant/${tenantId}/caller`;
+/** Who a certificate claims to be; the claim still has to be found in the tenant's record. */
+export interface CertificateIdentity {
+  readonly tenantId: string;
+  readonly role: CredentialRole;
 }
 
-export function tenantIdOfCallerUri(uri: string): string | undefined {
-  const m = CALLER_URI.exec(uri);
-  return m && isValidTenantId(m[1]) ? m[1] : undefined;
+export function tenantUri(tenantId: string, role: CredentialRole): string {
+  return `kgw://tenant/${tenantId}/${role}`;
 }
 
-export type SanResult = { ok: true; tenantId: string } | { ok: false; reason: string };
+export const callerUri = (tenantId: string): string => tenantUri(tenantId, "caller");
+export const agentUri = (tenantId: string): string => tenantUri(tenantId, "agent");
+
+/** The tenant and role of one of our URIs, or undefined for anything else (never throws). */
+export function parseTenantUri(uri: string): CertificateIdentity | undefined {
+  const m = TENANT_URI.exec(uri);
+  if (!m || !isValidTenantId(m[1])) return undefined;
+  return { tenantId: m[1], role: m[2] as CredentialRole };
+}
+
+export type SanResult = ({ ok: true } & CertificateIdentity) | { ok: false; reason: string };
 
 /**
- * The tenant named by a certificate's SANs, in Node's text form (`PeerCertificate.subjectaltname`,
- * `X509Certificate.subjectAltName`): `DNS:a, URI:kgw://tenant/acme/caller`. Node prints a value
- * holding a comma, a quote or a control character as a JSON string, so a DNS name such as
- * `x, URI:kgw://…` stays one quoted value and cannot smuggle in a URI. Exactly one URI with our
- * scheme is required, and it must be a caller URI: two (even for one tenant) is refused.
+ * The tenant and role named by a certificate's SANs, in Node's text form
+ * (`PeerCertificate.subjectaltname`, `X509Certificate.subjectAltName`):
+ * `DNS:a, URI:kgw://tenant/acme/caller`. Node prints a value holding a comma, a quote or a
+ * control character as a JSON string, so a DNS name such as `x, URI:kgw://…` stays one quoted
+ * value and cannot smuggle in a URI. Exactly one URI with our scheme is required: two are refused
+ * even when they name the same tenant and role, so that no certificate is ever read two ways.
  */
-export function tenantIdFromSubjectAltName(san: string | undefined): SanResult {
+export function identityFromSubjectAltName(san: string | undefined): SanResult {
   if (san === undefined || san === "") return { ok: false, reason: "no subjectAltName" };
   const entries = splitAltNames(san);
   if (entries === undefined) return { ok: false, reason: "unparseable subjectAltName" };
   const ours = entries.filter((e) => e.type === "URI" && e.value.toLowerCase().startsWith(OUR_SCHEME));
   if (ours.length === 0) return { ok: false, reason: "no kgw URI SAN" };
   if (ours.length > 1) return { ok: false, reason: "more than one kgw URI SAN" };
-  const tenantId = tenantIdOfCallerUri(ours[0]!.value);
-  return tenantId ? { ok: true, tenantId } : { ok: false, reason: "kgw URI SAN is not a caller URI" };
+  const identity = parseTenantUri(ours[0]!.value);
+  return identity ? { ok: true, ...identity } : { ok: false, reason: "kgw URI SAN is not a tenant URI" };
 }
 
 interface AltName {
