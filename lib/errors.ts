@@ -87,6 +87,26 @@ export class UnauthenticatedError extends GatewayError {
   }
 }
 
+/**
+ * A CONNECT caller showed no credential where one is required (tenant mode takes a caller token
+ * in Proxy-Authorization): 407, so that proxy clients know to offer one.
+ */
+export class ProxyAuthRequiredError extends GatewayError {
+  constructor(message: string) {
+    super("ERR_PROXY_AUTH_REQUIRED", message);
+  }
+}
+
+/**
+ * The credential a live stream or tunnel was authenticated with has since been revoked, has
+ * expired, or its tenant was deleted: what was open on it is closed.
+ */
+export class CredentialRevokedError extends UnauthenticatedError {
+  constructor() {
+    super("the credential this connection was authenticated with is no longer valid");
+  }
+}
+
 /** An authenticated caller asked for something policy does not allow. */
 export class ForbiddenError extends GatewayError {
   constructor(message: string) {

@@ -5,8 +5,9 @@
  */
 import { randomUUID } from "node:crypto";
 import { ConfigError } from "../errors.js";
+import { isValidTenantId } from "../tenancy/tenant-id.js";
 import { LOGTOSTDERR_FLAG } from "./compat-flags.js";
-import { defineFlags, formatHelp, parseFlags } from "./flags.js";
+import { defineFlags, type FlagValues, formatHelp, parseFlags } from "./flags.js";
 import { parseTlsMinVersion, type TlsFiles, type TlsMinVersion } from "./tls.js";
 
 export const SERVER_FLAGS = defineFlags({
@@ -131,6 +132,28 @@ export const SERVER_FLAGS = defineFlags({
     default: 10_000,
     help: "How long a new frontend connection may take to send its first request.",
   },
+  "tenant-store-dir": {
+    kind: "string",
+    default: "",
+    help: "Serve many tenants: their credentials come from this tenant store (kgw tenant). Without it, the server is the single-tenant drop-in.",
+    env: "KGW_TENANT_STORE_DIR",
+  },
+  "tenant-ca-cert": {
+    kind: "string",
+    default: "",
+    help: "With --tenant-store-dir: the gateway CA that issued tenants' client certificates (kgw tenant --ca-cert).",
+    env: "KGW_CA_CERT",
+  },
+  "tenant-watch-interval": {
+    kind: "duration",
+    default: 2_000,
+    help: "With --tenant-store-dir: how often the store is re-read; a revoked credential is refused, and its live tunnels closed, within this interval plus one read.",
+  },
+  "uds-tenant": {
+    kind: "string",
+    default: "",
+    help: "With --tenant-store-dir and --uds-name: the tenant whose kube-apiserver the Unix socket serves (the socket carries no credential).",
+  },
   "log-level": {
     kind: "string",
     default: "info",
@@ -157,6 +180,8 @@ export interface ServerOptions {
      * true because a flag asked for it; the gateway warns at startup.
      */
     anonymousCallers: boolean;
+    /** TLS callers must show a client certificate (tenant mode also takes caller tokens). */
+    clientCertRequired: boolean;
     udsPath: string;
     deleteExistingUds: boolean;
     keepaliveMs: number;
@@ -185,7 +210,23 @@ export interface ServerOptions {
   backendDialTimeoutMs: number;
   proxyStrategies: ProxyStrategy[];
   logLevel: LogLevel;
+  /** Hosted mode (--tenant-store-dir); null for the single-tenant drop-in. */
+  tenancy: TenancyOptions | null;
 }
+
+export interface TenancyOptions {
+  storeDir: string;
+  /** The gateway CA: client certificates of every role are verified against it. */
+  caCert: string;
+  watchIntervalMs: number;
+  /** The tenant of callers on the Unix socket; null when there is no socket. */
+  udsTenant: string | null;
+}
+
+/** Faster polling buys little and costs a store read per interval per instance. */
+const MIN_WATCH_INTERVAL_MS = 200;
+/** Revocation takes effect within the interval: past a minute it is no longer prompt. */
+const MAX_WATCH_INTERVAL_MS = 60_000;
 
 const STRATEGIES: readonly ProxyStrategy[] = ["default", "destHost", "defaultRoute"];
 const LOG_LEVELS: readonly LogLevel[] = ["trace", "debug", "info", "warn", "error"];
@@ -225,37 +266,12 @@ export function parseServerOptions(
   if (f["insecure-frontend"] && f["server-cert"]) {
     throw new ConfigError("--insecure-frontend contradicts --server-cert; choose one");
   }
-  // Anyone who can open a tunnel reaches everything the agents reach, so a TCP frontend without
-  // caller authentication is never a default. Upstream refuses TCP without --server-ca-cert.
-  if (f["allow-anonymous-callers"] && f["server-ca-cert"]) {
-    throw new ConfigError(
-      "--allow-anonymous-callers contradicts --server-ca-cert (which requires client certificates); choose one",
-    );
-  }
-  if (f["allow-anonymous-callers"] && !f["server-cert"] && !f["insecure-frontend"]) {
-    throw new ConfigError(
-      "--allow-anonymous-callers applies to the TCP frontend (--server-cert); the Unix socket is protected by its file permissions",
-    );
-  }
-  if (f["server-cert"] && !f["server-ca-cert"] && !f["allow-anonymous-callers"]) {
-    throw new ConfigError(
-      "--server-cert without --server-ca-cert lets anyone who reaches the frontend open tunnels: give --server-ca-cert (mTLS) or, to accept anonymous callers on purpose, --allow-anonymous-callers",
-    );
-  }
-  const tcpFrontend = Boolean(f["server-cert"]) || f["insecure-frontend"];
-  if (!tcpFrontend && !f["uds-name"]) {
-    throw new ConfigError(
-      "the frontend needs --server-cert/--server-key (TLS), --uds-name (Unix socket) or, for tests only, --insecure-frontend",
-    );
-  }
   if (!f["cluster-cert"] || !f["cluster-key"]) {
     throw new ConfigError("--cluster-cert and --cluster-key are required: agents always connect over TLS");
   }
-  if (!f["cluster-ca-cert"] && !f["agent-token-file"] && !f["agent-token"]) {
-    throw new ConfigError(
-      "agents must authenticate: give --cluster-ca-cert (mTLS), --agent-token-file or $KGW_AGENT_TOKEN",
-    );
-  }
+  const tenancy = parseTenancy(f);
+  if (!tenancy) checkSingleTenantAuth(f);
+  const tcpFrontend = Boolean(f["server-cert"]) || f["insecure-frontend"];
   const strategies = f["proxy-strategies"].split(",").map((s) => s.trim());
   for (const s of strategies) {
     if (!(STRATEGIES as readonly string[]).includes(s)) {
@@ -290,9 +306,11 @@ export function parseServerOptions(
         port: tcpFrontend ? f["server-port"] : null,
         host: f["server-bind-address"],
         tls: f["server-cert"]
-          ? { cert: f["server-cert"], key: f["server-key"], ca: f["server-ca-cert"] }
+          ? { cert: f["server-cert"], key: f["server-key"], ca: tenancy?.caCert ?? f["server-ca-cert"] }
           : null,
-        anonymousCallers: tcpFrontend && !f["server-ca-cert"],
+        anonymousCallers: tcpFrontend && !tenancy && !f["server-ca-cert"],
+        // Tenants' callers may show a caller token on CONNECT instead of a certificate.
+        clientCertRequired: !tenancy,
         udsPath: f["uds-name"],
         deleteExistingUds: f["delete-existing-uds-file"],
         keepaliveMs: f["frontend-keepalive-time"],
@@ -302,7 +320,7 @@ export function parseServerOptions(
       agent: {
         port: f["agent-port"],
         host: f["agent-bind-address"],
-        tls: { cert: f["cluster-cert"], key: f["cluster-key"], ca: f["cluster-ca-cert"] },
+        tls: { cert: f["cluster-cert"], key: f["cluster-key"], ca: tenancy?.caCert ?? f["cluster-ca-cert"] },
         tokenFile: f["agent-token-file"],
         tokens: f["agent-token"] ? [f["agent-token"]] : [],
         keepaliveMs: f["keepalive-time"],
@@ -321,6 +339,92 @@ export function parseServerOptions(
       backendDialTimeoutMs: f["backend-dial-timeout"],
       proxyStrategies: strategies as ProxyStrategy[],
       logLevel: parseLogLevel(f["log-level"]),
+      tenancy,
     },
+  };
+}
+
+type ServerFlagValues = FlagValues<typeof SERVER_FLAGS>;
+
+/** What the single-tenant drop-in needs: callers and agents must each have a way to authenticate. */
+function checkSingleTenantAuth(f: ServerFlagValues): void {
+  for (const flag of ["tenant-ca-cert", "uds-tenant"] as const) {
+    if (f[flag]) throw new ConfigError(`--${flag} needs --tenant-store-dir`);
+  }
+  // Anyone who can open a tunnel reaches everything the agents reach, so a TCP frontend without
+  // caller authentication is never a default. Upstream refuses TCP without --server-ca-cert.
+  if (f["allow-anonymous-callers"] && f["server-ca-cert"]) {
+    throw new ConfigError(
+      "--allow-anonymous-callers contradicts --server-ca-cert (which requires client certificates); choose one",
+    );
+  }
+  if (f["allow-anonymous-callers"] && !f["server-cert"] && !f["insecure-frontend"]) {
+    throw new ConfigError(
+      "--allow-anonymous-callers applies to the TCP frontend (--server-cert); the Unix socket is protected by its file permissions",
+    );
+  }
+  if (f["server-cert"] && !f["server-ca-cert"] && !f["allow-anonymous-callers"]) {
+    throw new ConfigError(
+      "--server-cert without --server-ca-cert lets anyone who reaches the frontend open tunnels: give --server-ca-cert (mTLS) or, to accept anonymous callers on purpose, --allow-anonymous-callers",
+    );
+  }
+  if (!f["server-cert"] && !f["insecure-frontend"] && !f["uds-name"]) {
+    throw new ConfigError(
+      "the frontend needs --server-cert/--server-key (TLS), --uds-name (Unix socket) or, for tests only, --insecure-frontend",
+    );
+  }
+  if (!f["cluster-ca-cert"] && !f["agent-token-file"] && !f["agent-token"]) {
+    throw new ConfigError(
+      "agents must authenticate: give --cluster-ca-cert (mTLS), --agent-token-file or $KGW_AGENT_TOKEN",
+    );
+  }
+}
+
+/**
+ * Hosted mode: every credential comes from the tenant store, so the flags that configure the
+ * drop-in's own credentials would be a second, unscoped way in and are refused.
+ */
+function parseTenancy(f: ServerFlagValues): TenancyOptions | null {
+  if (!f["tenant-store-dir"]) return null;
+  const conflicting = [
+    "agent-token",
+    "agent-token-file",
+    "cluster-ca-cert",
+    "server-ca-cert",
+    "allow-anonymous-callers",
+    "insecure-frontend",
+  ] as const;
+  for (const flag of conflicting) {
+    if (f[flag]) {
+      throw new ConfigError(
+        `--${flag} cannot be used with --tenant-store-dir: tenants' credentials come from the store`,
+      );
+    }
+  }
+  if (!f["tenant-ca-cert"]) {
+    throw new ConfigError(
+      "--tenant-store-dir needs --tenant-ca-cert (or $KGW_CA_CERT): the CA that issued tenants' client certificates",
+    );
+  }
+  if (f["uds-name"] && !f["uds-tenant"]) {
+    throw new ConfigError(
+      "--uds-name with --tenant-store-dir needs --uds-tenant: the Unix socket carries no credential, so its tenant is configured",
+    );
+  }
+  if (f["uds-tenant"] && !f["uds-name"]) throw new ConfigError("--uds-tenant needs --uds-name");
+  if (f["uds-tenant"] && !isValidTenantId(f["uds-tenant"])) {
+    throw new ConfigError(`--uds-tenant: "${f["uds-tenant"]}" is not a tenant id`);
+  }
+  const interval = f["tenant-watch-interval"];
+  if (interval < MIN_WATCH_INTERVAL_MS || interval > MAX_WATCH_INTERVAL_MS) {
+    throw new ConfigError(
+      `--tenant-watch-interval must be between ${MIN_WATCH_INTERVAL_MS}ms and ${MAX_WATCH_INTERVAL_MS / 1000}s`,
+    );
+  }
+  return {
+    storeDir: f["tenant-store-dir"],
+    caCert: f["tenant-ca-cert"],
+    watchIntervalMs: interval,
+    udsTenant: f["uds-tenant"] || null,
   };
 }

@@ -114,6 +114,19 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  readonly revokedStreams = new Counter({
+    name: "kgw_server_revoked_streams_total",
+    help: "Agent streams, frontend calls and CONNECT tunnels closed because the credential that opened them was revoked, expired or its tenant deleted, by role.",
+    labelNames: ["role"] as const,
+    registers: [this.registry],
+  });
+
+  readonly tenantStoreErrors = new Counter({
+    name: "kgw_server_tenant_store_errors_total",
+    help: "Failed reads of the tenant store, or records that could not be read (the last known records stay in use).",
+    registers: [this.registry],
+  });
+
   readonly tunnelBytes = new TalliedCounter<"direction">({
     name: "kgw_server_tunnel_bytes_total",
     help: "Bytes carried through tunnels, by direction (to_agent, to_client).",

@@ -19,6 +19,7 @@ import type { AgentDirectory, Dialer } from "./core/dial-context.js";
 import type { GrpcFrontendSession } from "./core/frontend-session.js";
 import { chooserFor } from "./core/proxy-strategies.js";
 import { buildAgentListener } from "./listeners/agent-listener.js";
+import { createCallerFront } from "./listeners/caller-front.js";
 import { buildFrontendListeners } from "./listeners/frontend-listeners.js";
 import { ListenerSet } from "./listeners/listener-set.js";
 import type { GatewayPolicy } from "./policy/gateway-policy.js";
@@ -34,7 +35,10 @@ export interface GatewayAddresses {
 
 export interface GatewayDeps {
   log: Logger;
-  /** Authentication and authorization (policy/gateway-policy.ts: singleTenantPolicy). */
+  /**
+   * Authentication and authorization (policy/open-policy.ts picks the drop-in's or the tenant
+   * store's). The gateway closes it when it closes.
+   */
   policy: GatewayPolicy;
   /**
    * Where dials go, given the local agent registry: the registry itself unless a fleet wraps it
@@ -107,20 +111,29 @@ export class Gateway {
 
   private async listen(): Promise<void> {
     const { opts, deps, metrics } = this;
-    const agentServer = buildAgentListener(this.listeners, opts, {
-      authenticate: deps.policy.authenticateAgent,
-      registry: this.registry,
-      accepting: () => this.accepting,
-      log: deps.log,
-      metrics,
-    });
-    const frontend = await buildFrontendListeners(this.listeners, opts, {
+    const callers = createCallerFront({
       dialer: this.dial,
       authenticateCaller: deps.policy.authenticateCaller,
+      hold: deps.policy.hold,
       sessions: this.frontendSessions,
       log: deps.log,
       metrics,
     });
+    const agentServer = buildAgentListener(
+      this.listeners,
+      opts,
+      {
+        authenticate: deps.policy.authenticateAgent,
+        hold: deps.policy.hold,
+        registry: this.registry,
+        accepting: () => this.accepting,
+        log: deps.log,
+        metrics,
+      },
+      // Tenant mode: one port for every role (agent-listener.ts).
+      opts.tenancy ? callers : undefined,
+    );
+    const frontend = await buildFrontendListeners(this.listeners, opts, callers);
 
     const httpLog = deps.log.child({ component: "http" });
     const health = await startHttpServer(
@@ -180,6 +193,7 @@ export class Gateway {
       for (const session of [...this.registry.all()]) session.close();
       for (const session of this.frontendSessions) session.abort();
       await Promise.all([this.listeners.close(), ...this.httpServers.map((h) => h.close())]);
+      await this.deps.policy.close?.();
       this.deps.log.info("gateway stopped");
     })();
     return this.closed;

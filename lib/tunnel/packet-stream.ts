@@ -9,6 +9,11 @@ export interface PacketStream {
   write(packet: Packet, cb?: (err?: Error | null) => void): boolean;
   end(): unknown;
   destroy(err?: Error): unknown;
+  /**
+   * Ends the stream with `err` as its status, where the transport carries one (a gRPC call's
+   * grpc-status), so the peer learns why; absent elsewhere, where `destroy` is the way to close.
+   */
+  fail?(err: Error): unknown;
   pause(): unknown;
   resume(): unknown;
   readonly writableNeedDrain: boolean;

@@ -4,9 +4,10 @@
  */
 import { parseServerOptions, serverHelp } from "../../lib/config/server-options.js";
 import { GatewayError } from "../../lib/errors.js";
+import { ServerMetrics } from "../../lib/metrics/server-metrics.js";
 import { createLogger } from "../../lib/observability/logger.js";
 import { Gateway } from "../../lib/server/gateway.js";
-import { singleTenantPolicy } from "../../lib/server/policy/gateway-policy.js";
+import { openPolicy } from "../../lib/server/policy/open-policy.js";
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let parsed: ReturnType<typeof parseServerOptions>;
@@ -23,8 +24,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const log = createLogger({ name: "kgw-server", level: parsed.options.logLevel });
   let gateway: Gateway;
   try {
-    // Drop-in mode: one tenant. Tenancy replaces the policy here, and nothing else.
-    gateway = await Gateway.start(parsed.options, { log, policy: singleTenantPolicy(parsed.options) });
+    // The drop-in (one tenant) or tenants from a store: the policy is the only difference.
+    const metrics = new ServerMetrics();
+    const policy = await openPolicy(parsed.options, log, metrics);
+    gateway = await Gateway.start(parsed.options, { log, policy, metrics });
   } catch (err) {
     process.stderr.write(`kgw server: ${err instanceof GatewayError ? err.message : String(err)}\n`);
     return 1;

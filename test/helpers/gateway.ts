@@ -1,8 +1,9 @@
 import { PassThrough } from "node:stream";
 import { parseServerOptions } from "../../lib/config/server-options.js";
+import { ServerMetrics } from "../../lib/metrics/server-metrics.js";
 import { createLogger, type Logger } from "../../lib/observability/logger.js";
 import { Gateway } from "../../lib/server/gateway.js";
-import { singleTenantPolicy } from "../../lib/server/policy/gateway-policy.js";
+import { openPolicy } from "../../lib/server/policy/open-policy.js";
 import { getTestPki, type TestPki } from "./pki.js";
 
 export const AGENT_TOKEN = "test-agent-token-0123456789";
@@ -55,11 +56,44 @@ export function gatewayFlags(pki: TestPki): string[] {
  */
 export async function startTestGateway(flags: string[] = []): Promise<TestGateway> {
   const pki = await getTestPki();
-  const argv = [...gatewayFlags(pki), ...flags];
+  return startGatewayWith(pki, [...gatewayFlags(pki), ...flags]);
+}
+
+/**
+ * Gateway flags for tenant mode: the tenant store in `storeDir`, the test CA as the gateway CA
+ * (tenants' certificates must be issued by it), the agent port serving every role, and a short
+ * watch interval so that revocation tests are quick.
+ */
+export function tenantGatewayFlags(pki: TestPki, storeDir: string): string[] {
+  const f = pki.files;
+  return [
+    `--tenant-store-dir=${storeDir}`,
+    `--tenant-ca-cert=${f.caCert}`,
+    "--tenant-watch-interval=250ms",
+    "--agent-port=0",
+    "--agent-bind-address=127.0.0.1",
+    `--cluster-cert=${f.serverCert}`,
+    `--cluster-key=${f.serverKey}`,
+    "--admin-port=0",
+    "--health-port=0",
+    "--health-bind-address=127.0.0.1",
+    "--graceful-shutdown-timeout=2s",
+  ];
+}
+
+/** A gateway in tenant mode on the tenant store in `storeDir` (see tenantGatewayFlags). */
+export async function startTenantGateway(storeDir: string, flags: string[] = []): Promise<TestGateway> {
+  const pki = await getTestPki();
+  return startGatewayWith(pki, [...tenantGatewayFlags(pki, storeDir), ...flags]);
+}
+
+async function startGatewayWith(pki: TestPki, argv: string[]): Promise<TestGateway> {
   const parsed = parseServerOptions(argv, {});
   if (parsed.help) throw new Error("unexpected help");
   const { log, lines } = captureLogger();
-  const gw = await Gateway.start(parsed.options, { log, policy: singleTenantPolicy(parsed.options) });
+  const metrics = new ServerMetrics();
+  const policy = await openPolicy(parsed.options, log, metrics);
+  const gw = await Gateway.start(parsed.options, { log, policy, metrics });
   const hp = (a: { port: number } | null) => (a ? `127.0.0.1:${a.port}` : "");
   return {
     gw,

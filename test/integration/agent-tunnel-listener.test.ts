@@ -21,6 +21,7 @@ import { BackendRegistry } from "../../lib/server/core/backend-registry.js";
 import { chooserFor } from "../../lib/server/core/proxy-strategies.js";
 import { createAgentTunnelHandler } from "../../lib/server/listeners/agent-tunnel-handler.js";
 import { staticAgentAuthenticator } from "../../lib/server/policy/agent-auth.js";
+import { holdNothing } from "../../lib/server/policy/gateway-policy.js";
 import { encodeHello, parseServerAnswer, type ServerAnswer } from "../../lib/transport/tunnel-handshake.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { AGENT_TOKEN, captureLogger, startTestGateway, type TestGateway } from "../helpers/gateway.js";
@@ -196,6 +197,7 @@ describe("a slow or silent client", () => {
         dialTimeoutMs: 1000,
         liveness: { probeIntervalMs: 0, answerTimeoutMs: 0, deadAfterMs: 0 },
         authenticate: staticAgentAuthenticator({ tokenHashes: [], acceptCertificates: false }),
+        hold: holdNothing,
         registry,
         accepting: () => true,
         log,

@@ -7,7 +7,7 @@ const cert = { subject: { CN: "kube-apiserver" }, serialNumber: "0A1B" } as unkn
 describe("the single-tenant caller authenticator", () => {
   it("names a certificate caller by CN and serial, in tenant default", () => {
     const auth = singleTenantCallerAuthenticator({ anonymousCallers: false });
-    expect(auth({ listener: "tcp", verifiedCertificate: cert, proxyAuthorization: [] })).toEqual({
+    expect(auth({ listener: "tcp", verifiedCertificate: cert, authorization: [] })).toEqual({
       tenant: "default",
       principal: "cert:kube-apiserver#0A1B",
       listener: "tcp",
@@ -16,18 +16,18 @@ describe("the single-tenant caller authenticator", () => {
 
   it("trusts the Unix socket (its file permissions), as upstream does", () => {
     const auth = singleTenantCallerAuthenticator({ anonymousCallers: false });
-    expect(auth({ listener: "uds", verifiedCertificate: undefined, proxyAuthorization: [] }).principal).toBe(
+    expect(auth({ listener: "uds", verifiedCertificate: undefined, authorization: [] }).principal).toBe(
       "uds",
     );
   });
 
   it("refuses a TCP caller without a verified certificate unless anonymous callers are allowed", () => {
     const strict = singleTenantCallerAuthenticator({ anonymousCallers: false });
-    expect(() => strict({ listener: "tcp", verifiedCertificate: undefined, proxyAuthorization: [] })).toThrow(
+    expect(() => strict({ listener: "tcp", verifiedCertificate: undefined, authorization: [] })).toThrow(
       expect.objectContaining({ code: "ERR_UNAUTHENTICATED" }),
     );
     const open = singleTenantCallerAuthenticator({ anonymousCallers: true });
-    expect(open({ listener: "tcp", verifiedCertificate: undefined, proxyAuthorization: [] }).principal).toBe(
+    expect(open({ listener: "tcp", verifiedCertificate: undefined, authorization: [] }).principal).toBe(
       "anonymous",
     );
   });

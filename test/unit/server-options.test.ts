@@ -133,3 +133,88 @@ describe("kgw server options", () => {
     );
   });
 });
+
+describe("kgw server options in tenant mode", () => {
+  const tenantBase = [
+    "--tenant-store-dir=/var/lib/kgw/tenants",
+    "--tenant-ca-cert=gateway-ca.pem",
+    "--cluster-cert=c.pem",
+    "--cluster-key=c-key.pem",
+  ];
+
+  it("needs no frontend and no agent credentials of its own: the store has them", () => {
+    const o = parse(tenantBase);
+    expect(o.tenancy).toEqual({
+      storeDir: "/var/lib/kgw/tenants",
+      caCert: "gateway-ca.pem",
+      watchIntervalMs: 2000,
+      udsTenant: null,
+    });
+    // Client certificates of every role are verified against the gateway CA, and optional.
+    expect(o.agent.tls.ca).toBe("gateway-ca.pem");
+    expect(o.frontend.port).toBeNull();
+    expect(o.frontend.anonymousCallers).toBe(false);
+  });
+
+  it("reads the store and the CA from the environment kgw tenant uses", () => {
+    const o = parse(["--cluster-cert=c.pem", "--cluster-key=c-key.pem"], {
+      KGW_TENANT_STORE_DIR: "/srv/tenants",
+      KGW_CA_CERT: "ca.pem",
+    });
+    expect(o.tenancy?.storeDir).toBe("/srv/tenants");
+    expect(o.tenancy?.caCert).toBe("ca.pem");
+  });
+
+  it("verifies a TLS frontend's callers against the gateway CA, with certificates optional (tokens on CONNECT)", () => {
+    const o = parse([...tenantBase, "--server-cert=s.pem", "--server-key=s-key.pem"]);
+    expect(o.frontend.tls).toEqual({ cert: "s.pem", key: "s-key.pem", ca: "gateway-ca.pem" });
+    expect(o.frontend.clientCertRequired).toBe(false);
+    expect(o.frontend.anonymousCallers).toBe(false);
+  });
+
+  it.each([
+    ["--agent-token=t"],
+    ["--agent-token-file=tokens"],
+    ["--cluster-ca-cert=ca.pem"],
+    ["--server-ca-cert=ca.pem", "--server-cert=s.pem", "--server-key=k.pem"],
+    ["--allow-anonymous-callers", "--server-cert=s.pem", "--server-key=k.pem"],
+    ["--insecure-frontend"],
+  ])("refuses the drop-in's own credentials: %s", (...flags) => {
+    expect(() => parse([...tenantBase, ...flags])).toThrow(/cannot be used with --tenant-store-dir/);
+  });
+
+  it("needs the gateway CA", () => {
+    expect(() => parse(["--tenant-store-dir=d", "--cluster-cert=c.pem", "--cluster-key=k.pem"])).toThrow(
+      /--tenant-ca-cert/,
+    );
+  });
+
+  it("gives the Unix socket a configured tenant, since it carries no credential", () => {
+    expect(() => parse([...tenantBase, "--uds-name=/run/kgw.sock"])).toThrow(/--uds-tenant/);
+    expect(() => parse([...tenantBase, "--uds-tenant=acme"])).toThrow(/--uds-tenant needs --uds-name/);
+    expect(() => parse([...tenantBase, "--uds-name=/run/kgw.sock", "--uds-tenant=../x"])).toThrow(
+      /not a tenant id/,
+    );
+    expect(parse([...tenantBase, "--uds-name=/run/kgw.sock", "--uds-tenant=acme"]).tenancy?.udsTenant).toBe(
+      "acme",
+    );
+  });
+
+  it("bounds the watch interval (revocation must stay prompt; polling must stay cheap)", () => {
+    expect(parse([...tenantBase, "--tenant-watch-interval=500ms"]).tenancy?.watchIntervalMs).toBe(500);
+    expect(() => parse([...tenantBase, "--tenant-watch-interval=10ms"])).toThrow(/--tenant-watch-interval/);
+    expect(() => parse([...tenantBase, "--tenant-watch-interval=5m"])).toThrow(/--tenant-watch-interval/);
+  });
+
+  it("refuses tenant flags without a tenant store", () => {
+    expect(() => parse([...base, "--tenant-ca-cert=ca.pem"])).toThrow(/needs --tenant-store-dir/);
+    expect(() => parse([...base, "--uds-name=/s", "--uds-tenant=acme"])).toThrow(/needs --tenant-store-dir/);
+  });
+
+  it("leaves the drop-in as it was", () => {
+    const o = parse(base);
+    expect(o.tenancy).toBeNull();
+    expect(o.frontend.clientCertRequired).toBe(true);
+    expect(o.agent.tls.ca).toBe("ca.pem");
+  });
+});

@@ -4,9 +4,34 @@
  * every policy after that (dial authorization, and later egress policy, quota and audit) reads it
  * instead of looking at sockets again.
  */
+import type { GatewayError } from "../../errors.js";
 import type { DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
 
-export type CallerListener = "tcp" | "uds";
+/**
+ * "tcp" and "uds" are the frontend's listeners; "gateway" is the agent port serving every role
+ * (tenant mode).
+ */
+export type CallerListener = "tcp" | "uds" | "gateway";
+
+/**
+ * The credential a peer authenticated with, when it can stop being valid while the peer's
+ * streams are open (a tenant credential revoked or expired, its tenant deleted). Opaque here:
+ * the policy that issued it knows how to check it again; the key names the credential (the same
+ * credential on many connections has one key).
+ */
+export interface CredentialRef {
+  readonly key: string;
+}
+
+/**
+ * Registers `close` for as long as something opened with `credential` is open; the policy calls
+ * it if the credential stops being valid. Returns the function that unregisters it (call it when
+ * the stream or tunnel ends). A peer with no revocable credential (undefined) registers nothing.
+ */
+export type CredentialHold = (
+  credential: CredentialRef | undefined,
+  close: (err: GatewayError) => void,
+) => () => void;
 
 export interface CallerIdentity {
   /** The tenant whose agents this caller may reach. */
@@ -17,6 +42,7 @@ export interface CallerIdentity {
    */
   readonly principal: string;
   readonly listener: CallerListener;
+  readonly credential?: CredentialRef;
 }
 
 export interface DialContext {

@@ -165,10 +165,15 @@ export class GrpcFrontendSession {
     if (graceful && !this.stream.writableEnded) this.stream.end();
   }
 
-  /** Closes the stream from our side (shutdown). */
+  /**
+   * Closes the stream from our side (shutdown, a revoked credential). The caller is told why in
+   * the call's status where the transport has one: a revoked credential must read as
+   * UNAUTHENTICATED, not as a cancelled call a client would retry.
+   */
   abort(reason: GatewayError = new DialCancelledError("server shutting down")): void {
     this.log.debug({ reason: reason.message }, "closing frontend stream");
     this.finish(false);
-    this.stream.destroy();
+    if (this.stream.fail) this.stream.fail(reason);
+    else this.stream.destroy();
   }
 }

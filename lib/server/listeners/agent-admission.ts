@@ -16,6 +16,7 @@ import type { PacketStream } from "../../tunnel/packet-stream.js";
 import type { LivenessTimes } from "../core/agent-liveness.js";
 import { AgentSession } from "../core/agent-session.js";
 import type { BackendRegistry } from "../core/backend-registry.js";
+import type { CredentialHold } from "../core/dial-context.js";
 import type { AgentAuthenticator } from "../policy/agent-auth.js";
 
 /**
@@ -31,6 +32,8 @@ export interface AgentAdmissionDeps {
   dialTimeoutMs: number;
   liveness: LivenessTimes;
   authenticate: AgentAuthenticator;
+  /** Registers the session with the credential that admitted it, to close it on revocation. */
+  hold: CredentialHold;
   registry: BackendRegistry;
   /** False once shutdown has begun: new agents are turned away to reconnect elsewhere. */
   accepting: () => boolean;
@@ -103,7 +106,9 @@ export function admitAgent(deps: AgentAdmissionDeps, req: AgentStreamRequest): A
       });
       deps.metrics.grpcConnections.inc({ service_method: "Connect" });
       deps.metrics.readyBackends.inc();
+      const release = deps.hold(principal.credential, (err) => session.close(err));
       session.once("closed", () => {
+        release();
         deps.metrics.grpcConnections.dec({ service_method: "Connect" });
         deps.metrics.readyBackends.dec();
         if (!session.responsive) deps.metrics.unresponsiveAgents.dec();
@@ -125,7 +130,13 @@ export function recordRefusal(
   err: unknown,
 ): string {
   const details = err instanceof GatewayError ? err.message : "internal error";
-  deps.log.warn({ peer, code, err: details }, "agent stream refused");
+  // A refused tenant credential says why (revoked, unknown, ...) for the operator; the agent
+  // gets the one message for all.
+  const reason = (err as { reason?: unknown }).reason;
+  deps.log.warn(
+    { peer, code, err: details, ...(typeof reason === "string" ? { reason } : {}) },
+    "agent stream refused",
+  );
   deps.metrics.rejectedConnections.inc({ listener: "agent", reason: codeName });
   return details;
 }

@@ -2,29 +2,38 @@
  * The agent port: TLS (optionally mTLS), then AgentService over gRPC (upstream agents, and ours
  * talking to an upstream server) or over kgw-tunnel/1 (ours), chosen by ALPN. Both transports
  * share admission (agent-admission.ts) and end in an AgentSession in the registry.
+ *
+ * Given a CallerFront (tenant mode), the port serves every role, as one port behind a load
+ * balancer must: ALPN kgw-tunnel/1 is an agent; h2 is routed by `:path` to AgentService.Connect
+ * or ProxyService.Proxy; HTTP/1.1 (or no ALPN, sniffed) is CONNECT. What a peer may do comes from
+ * the credential each call or request shows, never from how it arrived.
  */
 import { createServer as createTlsServer, type TLSSocket, type Server as TlsServer } from "node:tls";
 import type { ServerOptions } from "../../config/server-options.js";
 import { TUNNEL_ALPN } from "../../proto/tunnel-frames.js";
+import { acceptFrontendConnection } from "../../transport/frontend-connection.js";
 import { AGENT_SERVICE } from "../../transport/grpc-services.js";
 import { serverTlsSettings } from "../../transport/tls-files.js";
 import { AGENT_PROBE_ANSWER_MS, KEEPALIVE_TIMEOUT_MS, MAX_MESSAGE_BYTES } from "../timeouts.js";
 import type { AgentAdmissionDeps } from "./agent-admission.js";
 import { createAgentConnectHandler } from "./agent-connect-handler.js";
 import { createAgentTunnelHandler } from "./agent-tunnel-handler.js";
+import type { CallerFront } from "./caller-front.js";
+import { PROXY_PATH } from "./frontend-listeners.js";
 import type { ListenerSet } from "./listener-set.js";
 
 const CONNECT_PATH = AGENT_SERVICE.connect!.path;
 
 export type AgentListenerDeps = Pick<
   AgentAdmissionDeps,
-  "authenticate" | "registry" | "accepting" | "log" | "metrics"
+  "authenticate" | "hold" | "registry" | "accepting" | "log" | "metrics"
 >;
 
 export function buildAgentListener(
   set: ListenerSet,
   opts: ServerOptions,
   deps: AgentListenerDeps,
+  callers?: CallerFront,
 ): TlsServer {
   const log = deps.log.child({ component: "agent-listener" });
   const admission: AgentAdmissionDeps = {
@@ -44,12 +53,16 @@ export function buildAgentListener(
   const answerMs = Math.max(KEEPALIVE_TIMEOUT_MS, opts.agent.livenessTimeoutMs);
   const watch = set.peerWatch("agent", answerMs);
   const grpc = set.grpcServer({
-    methods: { [CONNECT_PATH]: createAgentConnectHandler(admission) },
+    methods: {
+      [CONNECT_PATH]: createAgentConnectHandler(admission),
+      ...(callers ? { [PROXY_PATH]: callers.proxyMethod("gateway") } : {}),
+    },
     maxMessageBytes: MAX_MESSAGE_BYTES,
     keepaliveMs: opts.agent.keepaliveMs,
     keepaliveTimeoutMs: answerMs,
     // Client certificates are optional here: a connection must show its credential (the first
-    // call's metadata) as promptly as a TLS handshake.
+    // call's metadata, or the certificate a caller's first call relies on) as promptly as a TLS
+    // handshake.
     firstCallTimeoutMs: opts.handshakes.timeoutMs,
     onSession: (session, transport) => watch.watch(session, transport),
     log: log.child({ transport: "grpc" }),
@@ -62,12 +75,17 @@ export function buildAgentListener(
   const server = createTlsServer({
     ...serverTlsSettings(opts.agent.tls, opts.tlsMinVersion, false, "cluster"),
     // Server preference decides: our agents offer both and get the tunnel, upstream agents offer
-    // only h2.
-    ALPNProtocols: [TUNNEL_ALPN, "h2"],
+    // only h2, kube-apiserver's HTTPConnect client none or http/1.1.
+    ALPNProtocols: callers ? [TUNNEL_ALPN, "h2", "http/1.1"] : [TUNNEL_ALPN, "h2"],
     handshakeTimeout: opts.handshakes.timeoutMs,
+  });
+  const connectionOptions = callers?.connectionOptions("gateway", grpc, {
+    maxHeaderBytes: opts.frontend.maxHeaderBytes,
+    headerTimeoutMs: opts.frontend.headerTimeoutMs,
   });
   server.on("secureConnection", (socket: TLSSocket) => {
     if (socket.alpnProtocol === TUNNEL_ALPN) void acceptTunnel(socket);
+    else if (connectionOptions) acceptFrontendConnection(socket, connectionOptions);
     else grpc.accept(socket);
   });
   set.trackTls(server, "agent", opts.handshakes);

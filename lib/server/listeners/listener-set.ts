@@ -21,7 +21,7 @@ export class ListenerSet {
   private readonly sockets = new SocketTracker();
 
   constructor(
-    private readonly log: Logger,
+    readonly log: Logger,
     private readonly metrics: ServerMetrics,
   ) {}
 

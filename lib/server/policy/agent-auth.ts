@@ -6,6 +6,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { PeerCertificate } from "node:tls";
 import { UnauthenticatedError } from "../../errors.js";
+import type { CredentialRef } from "../core/dial-context.js";
 
 export interface AgentCredentials {
   /** Present only when the certificate chain was verified during the handshake. */
@@ -18,6 +19,8 @@ export interface AgentPrincipal {
   tenant: string;
   /** For logs and audit; never contains a secret. */
   identity: string;
+  /** Set when the credential can be revoked while the agent is connected. */
+  credential?: CredentialRef;
 }
 
 export type AgentAuthenticator = (creds: AgentCredentials) => AgentPrincipal;

@@ -13,8 +13,11 @@ export interface CallerCredentials {
   listener: CallerListener;
   /** Present only when the TLS handshake verified the client certificate chain. */
   verifiedCertificate: PeerCertificate | undefined;
-  /** The `Proxy-Authorization` value of a CONNECT request (every value); none on gRPC. */
-  proxyAuthorization: readonly string[];
+  /**
+   * Every `Proxy-Authorization` value of a CONNECT request, or every `authorization` value of a
+   * gRPC call's metadata.
+   */
+  authorization: readonly string[];
 }
 
 /** Throws UnauthenticatedError (401 / UNAUTHENTICATED) for a caller it does not accept. */

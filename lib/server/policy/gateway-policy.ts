@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import type { ServerOptions } from "../../config/server-options.js";
 import { ConfigError } from "../../errors.js";
 import type { DialRequest } from "../../tunnel/endpoints.js";
-import type { DialContext } from "../core/dial-context.js";
+import type { CredentialHold, DialContext } from "../core/dial-context.js";
 import {
   type AgentAuthenticator,
   hashToken,
@@ -24,7 +24,14 @@ export interface GatewayPolicy {
   authenticateAgent: AgentAuthenticator;
   authenticateCaller: CallerAuthenticator;
   authorizeDial: DialAuthorizer;
+  /** Told of every agent stream, frontend call and CONNECT tunnel, to close it on revocation. */
+  hold: CredentialHold;
+  /** Releases what the policy holds (a tenant store and its watch); the gateway calls it last. */
+  close?(): void | Promise<void>;
 }
+
+/** Nothing to revoke: the drop-in's credentials (flags and files) do not change while it runs. */
+export const holdNothing: CredentialHold = () => () => {};
 
 /** Every dial an authenticated caller asks for (the agent applies its destination policy). */
 export const allowEveryDial: DialAuthorizer = () => {};
@@ -52,5 +59,6 @@ export function singleTenantPolicy(opts: ServerOptions): GatewayPolicy {
     }),
     authenticateCaller: singleTenantCallerAuthenticator({ anonymousCallers: opts.frontend.anonymousCallers }),
     authorizeDial: allowEveryDial,
+    hold: holdNothing,
   };
 }

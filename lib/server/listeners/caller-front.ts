@@ -1,0 +1,162 @@
+/**
+ * The caller's side of every listener that serves callers: the ProxyService.Proxy method and the
+ * CONNECT handler, each authenticating its caller before anything else. The frontend's own
+ * listeners (frontend-listeners.ts) and, in tenant mode, the agent port serving every role
+ * (agent-listener.ts) mount the same pieces.
+ *
+ * A caller is authenticated per gRPC call and per CONNECT request, from what its connection
+ * proved (a verified client certificate, the Unix socket) and what the call or request carries
+ * (a bearer token): a credential revoked since the connection opened is refused on the next call,
+ * and the calls and tunnels it has open are registered with the policy's CredentialHold, which
+ * closes them.
+ */
+import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
+import { type PeerCertificate, TLSSocket } from "node:tls";
+import { GatewayError, grpcStatusFor, httpStatusFor } from "../../errors.js";
+import type { ServerMetrics } from "../../metrics/server-metrics.js";
+import type { Logger } from "../../observability/logger.js";
+import type { FrontendConnectionOptions } from "../../transport/frontend-connection.js";
+import type { GrpcMethodHandler, GrpcServer } from "../../transport/grpc-server.js";
+import { formatConnectResponse } from "../../transport/http-connect-parser.js";
+import { resetSocket } from "../../transport/reset-socket.js";
+import {
+  bindDialer,
+  type CallerIdentity,
+  type CallerListener,
+  type CredentialHold,
+  type Dialer,
+} from "../core/dial-context.js";
+import { GrpcFrontendSession } from "../core/frontend-session.js";
+import type { CallerAuthenticator, CallerCredentials } from "../policy/caller-auth.js";
+import { metadataValues } from "./agent-connect-handler.js";
+import { serveConnect } from "./connect-frontend.js";
+
+export interface CallerFrontDeps {
+  dialer: Dialer;
+  authenticateCaller: CallerAuthenticator;
+  hold: CredentialHold;
+  /** Sessions open now, so that shutdown can end them. */
+  sessions: Set<GrpcFrontendSession>;
+  log: Logger;
+  metrics: ServerMetrics;
+}
+
+export interface CallerFront {
+  /** ProxyService.Proxy for a GrpcServer whose connections `listener` accepted. */
+  proxyMethod(listener: CallerListener): GrpcMethodHandler;
+  /** What acceptFrontendConnection needs for a connection accepted on `listener`. */
+  connectionOptions(
+    listener: CallerListener,
+    grpc: GrpcServer,
+    limits: { maxHeaderBytes: number; headerTimeoutMs: number },
+  ): FrontendConnectionOptions;
+}
+
+/** Proxy-Authenticate on a 407: RFC 9110 requires it, and it tells a client which scheme to use. */
+const PROXY_AUTHENTICATE = { "Proxy-Authenticate": 'Bearer realm="kgw"' };
+
+export function createCallerFront(deps: CallerFrontDeps): CallerFront {
+  const { metrics } = deps;
+  // One child logger per kind, not per connection: each costs a few hundred bytes.
+  const frontendLog = deps.log.child({ component: "frontend" });
+  const connectLog = deps.log.child({ component: "connect" });
+  /** A connection's verified certificate, read once (getPeerCertificate builds a new object). */
+  const certificates = new WeakMap<Duplex, PeerCertificate | null>();
+  const verifiedCertificateOf = (transport: Duplex): PeerCertificate | undefined => {
+    let cert = certificates.get(transport);
+    if (cert === undefined) {
+      cert = transport instanceof TLSSocket && transport.authorized ? transport.getPeerCertificate() : null;
+      certificates.set(transport, cert);
+    }
+    return cert ?? undefined;
+  };
+
+  const authenticate = (
+    listener: CallerListener,
+    transport: Duplex,
+    authorization: readonly string[],
+  ): CallerIdentity | GatewayError => {
+    const creds: CallerCredentials = {
+      listener,
+      verifiedCertificate: verifiedCertificateOf(transport),
+      authorization,
+    };
+    try {
+      return deps.authenticateCaller(creds);
+    } catch (err) {
+      if (err instanceof GatewayError) return err;
+      throw err;
+    }
+  };
+
+  const refused = (listener: CallerListener, err: GatewayError, log: Logger) => {
+    metrics.rejectedConnections.inc({ listener, reason: err.code });
+    // The reason (CredentialRefusedError.reason) is for the operator; the peer gets one message.
+    log.info(
+      { listener, code: err.code, reason: (err as { reason?: string }).reason, err: err.message },
+      "refused a caller",
+    );
+  };
+
+  return {
+    proxyMethod: (listener) => (request) => {
+      const caller = authenticate(
+        listener,
+        request.transport,
+        metadataValues(request.headers, "authorization"),
+      );
+      if (caller instanceof GatewayError) {
+        refused(listener, caller, frontendLog);
+        request.refuse(grpcStatusFor(caller), caller.message);
+        return;
+      }
+      const call = request.accept();
+      const session = new GrpcFrontendSession(
+        call,
+        bindDialer(deps.dialer, { caller }),
+        frontendLog,
+        metrics,
+      );
+      const release = deps.hold(caller.credential, (err) => session.abort(err));
+      deps.sessions.add(session);
+      metrics.grpcConnections.inc({ service_method: "Proxy" });
+      call.once("close", () => {
+        release();
+        deps.sessions.delete(session);
+        metrics.grpcConnections.dec({ service_method: "Proxy" });
+      });
+    },
+
+    connectionOptions: (listener, grpc, limits) => ({
+      listener,
+      maxHeaderBytes: limits.maxHeaderBytes,
+      headerTimeoutMs: limits.headerTimeoutMs,
+      log: deps.log.child({ component: "frontend", listener }),
+      metrics,
+      onGrpc: (transport) => grpc.accept(transport),
+      onConnect: (socket: Socket, request, rest) => {
+        const caller = authenticate(listener, socket, request.headers.get("proxy-authorization") ?? []);
+        if (caller instanceof GatewayError) {
+          refused(listener, caller, connectLog);
+          socket.on("error", () => {});
+          const extra = caller.code === "ERR_PROXY_AUTH_REQUIRED" ? PROXY_AUTHENTICATE : undefined;
+          socket.end(formatConnectResponse(httpStatusFor(caller), undefined, extra));
+          socket.destroySoon();
+          return;
+        }
+        // A tunnel on a revoked credential is broken off, not finished: a reset, never a FIN.
+        const release = deps.hold(caller.credential, () => resetSocket(socket));
+        socket.once("close", release);
+        serveConnect({
+          socket,
+          address: request.target,
+          rest,
+          dialer: bindDialer(deps.dialer, { caller }),
+          log: connectLog,
+          metrics,
+        });
+      },
+    }),
+  };
+}
