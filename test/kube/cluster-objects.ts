@@ -5,12 +5,10 @@
  */
 import type { KubeClient, KubeResponse } from "./kube-client.js";
 import {
+  type ClusterNode,
   CONTAINER,
+  DEFAULT_NODE,
   KUBELET_PORT,
-  NODE_IP,
-  NODE_NAME,
-  POD_IP,
-  POD_NAME,
   POD_PORT,
   SERVICE_NAME,
 } from "./topology.js";
@@ -23,7 +21,11 @@ function ok(res: KubeResponse, what: string, also: number[] = []): void {
   }
 }
 
-export async function createClusterObjects(kube: KubeClient): Promise<void> {
+/** Writes them into the cluster `kube` talks to, for `node` (each tenant's cluster has its own). */
+export async function createClusterObjects(
+  kube: KubeClient,
+  node: ClusterNode = DEFAULT_NODE,
+): Promise<void> {
   ok(
     await kube.call("POST", "/api/v1/namespaces/default/serviceaccounts", {
       json: { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "default" } },
@@ -35,16 +37,16 @@ export async function createClusterObjects(kube: KubeClient): Promise<void> {
   const ready = [{ type: "Ready", status: "True", reason: "KubeletReady", message: "fake kubelet" }];
   ok(
     await kube.call("POST", "/api/v1/nodes", {
-      json: { apiVersion: "v1", kind: "Node", metadata: { name: NODE_NAME, labels: { role: "fake" } } },
+      json: { apiVersion: "v1", kind: "Node", metadata: { name: node.nodeName, labels: { role: "fake" } } },
     }),
     "node",
   );
   ok(
-    await kube.call("PATCH", `/api/v1/nodes/${NODE_NAME}/status`, {
+    await kube.call("PATCH", `/api/v1/nodes/${node.nodeName}/status`, {
       contentType: MERGE_PATCH,
       json: {
         status: {
-          addresses: [{ type: "InternalIP", address: NODE_IP }],
+          addresses: [{ type: "InternalIP", address: node.nodeIp }],
           daemonEndpoints: { kubeletEndpoint: { Port: KUBELET_PORT } },
           conditions: ready,
           // A 1.36 kubelet declares that it serves exec over WebSocket itself; kube-apiserver then
@@ -61,9 +63,9 @@ export async function createClusterObjects(kube: KubeClient): Promise<void> {
       json: {
         apiVersion: "v1",
         kind: "Pod",
-        metadata: { name: POD_NAME, labels: { app: "web" } },
+        metadata: { name: node.podName, labels: { app: "web" } },
         spec: {
-          nodeName: NODE_NAME,
+          nodeName: node.nodeName,
           automountServiceAccountToken: false,
           containers: [
             { name: CONTAINER, image: "registry.invalid/web:1", ports: [{ containerPort: POD_PORT }] },
@@ -74,15 +76,15 @@ export async function createClusterObjects(kube: KubeClient): Promise<void> {
     "pod",
   );
   ok(
-    await kube.call("PATCH", `/api/v1/namespaces/default/pods/${POD_NAME}/status`, {
+    await kube.call("PATCH", `/api/v1/namespaces/default/pods/${node.podName}/status`, {
       contentType: MERGE_PATCH,
       json: {
         status: {
           phase: "Running",
-          hostIP: NODE_IP,
-          hostIPs: [{ ip: NODE_IP }],
-          podIP: POD_IP,
-          podIPs: [{ ip: POD_IP }],
+          hostIP: node.nodeIp,
+          hostIPs: [{ ip: node.nodeIp }],
+          podIP: node.podIp,
+          podIPs: [{ ip: node.podIp }],
           conditions: ready.map((c) => ({ ...c, reason: undefined, message: undefined })),
         },
       },
@@ -112,9 +114,9 @@ export async function createClusterObjects(kube: KubeClient): Promise<void> {
           {
             addresses: [
               {
-                ip: POD_IP,
-                nodeName: NODE_NAME,
-                targetRef: { kind: "Pod", namespace: "default", name: POD_NAME },
+                ip: node.podIp,
+                nodeName: node.nodeName,
+                targetRef: { kind: "Pod", namespace: "default", name: node.podName },
               },
             ],
             ports: [{ name: "http", port: POD_PORT, protocol: "TCP" }],

@@ -1,8 +1,9 @@
 /**
  * The control plane: certificates, etcd, and one kube-apiserver per egress transport, all sharing
  * one etcd (as HA kube-apiservers do), each with its own EgressSelectorConfiguration for the
- * `cluster` egress. They run in the suite's namespace on 127.0.0.1; the test reaches their secure
- * ports through the bridge's Unix sockets.
+ * `cluster` egress; and, for the two-tenant phase, one kube-apiserver per tenant, each with its
+ * tenant's bundle and its own etcd prefix. They run in the suite's namespace on 127.0.0.1; the
+ * test reaches their secure ports through the bridge's Unix sockets.
  */
 import { generateKeyPairSync } from "node:crypto";
 import fs from "node:fs";
@@ -13,12 +14,14 @@ import type { NetNs } from "./netns.js";
 import {
   ADVERTISE_IP,
   APISERVER_PORTS,
+  type ClusterNode,
   type EgressTransport,
   ETCD_CLIENT_PORT,
   ETCD_PEER_PORT,
   FRONTEND_PORT,
   NODE_IP,
   SERVICE_CIDR,
+  type TenantCluster,
 } from "./topology.js";
 
 export interface KubePki {
@@ -69,6 +72,24 @@ export async function createKubePki(dir: string): Promise<KubePki> {
     saKey: write("sa-key.pem", sa.privateKey.export({ type: "pkcs8", format: "pem" }).toString()),
     saPub: write("sa.pem", sa.publicKey.export({ type: "spki", format: "pem" }).toString()),
   };
+}
+
+/** A serving certificate for another fake kubelet (kube-apiserver checks it against the node's IP). */
+export async function issueKubeletCert(
+  kp: KubePki,
+  dir: string,
+  node: ClusterNode,
+): Promise<{ cert: string; key: string }> {
+  const issued = await kp.pki.ca.issue({
+    commonName: node.nodeName,
+    ipAddresses: [node.nodeIp],
+    usage: "server",
+  });
+  const cert = path.join(dir, `kubelet-${node.nodeName}.pem`);
+  const key = path.join(dir, `kubelet-${node.nodeName}-key.pem`);
+  fs.writeFileSync(cert, issued.certPem, { mode: 0o600 });
+  fs.writeFileSync(key, issued.keyPem, { mode: 0o600 });
+  return { cert, key };
 }
 
 /** Unix socket paths kube-apiserver's egress dials (see servers.ts for who listens on them). */
@@ -142,20 +163,54 @@ export function startKubeApiserver(
   kp: KubePki,
   sockets: EgressSockets,
 ): Proc {
-  const f = kp.pki.files;
   const egressFile = path.join(dir, `egress-${transport}.yaml`);
   fs.writeFileSync(egressFile, egressConfig(transport, kp.pki, sockets));
-  const certDir = path.join(dir, `kube-apiserver-${transport}`);
-  fs.mkdirSync(certDir, { recursive: true });
-  return ns.spawn(`kube-apiserver (${transport})`, bin, [
+  return spawnKubeApiserver(ns, bin, `kube-apiserver (${transport})`, kp, {
+    port: APISERVER_PORTS[transport],
+    certDir: path.join(dir, `kube-apiserver-${transport}`),
+    egressFile,
+  });
+}
+
+/**
+ * A tenant's kube-apiserver: its egress configuration is the file `kgw tenant create` wrote,
+ * passed as it is; its cluster lives under its own prefix of the shared etcd.
+ */
+export function startTenantKubeApiserver(
+  ns: NetNs,
+  bin: string,
+  dir: string,
+  cluster: TenantCluster,
+  egressFile: string,
+  kp: KubePki,
+): Proc {
+  return spawnKubeApiserver(ns, bin, `kube-apiserver (tenant ${cluster.id})`, kp, {
+    port: cluster.apiserverPort,
+    certDir: path.join(dir, `kube-apiserver-${cluster.id}`),
+    egressFile,
+    etcdPrefix: cluster.etcdPrefix,
+  });
+}
+
+function spawnKubeApiserver(
+  ns: NetNs,
+  bin: string,
+  name: string,
+  kp: KubePki,
+  o: { port: number; certDir: string; egressFile: string; etcdPrefix?: string },
+): Proc {
+  const f = kp.pki.files;
+  fs.mkdirSync(o.certDir, { recursive: true });
+  return ns.spawn(name, bin, [
     `--etcd-servers=http://127.0.0.1:${ETCD_CLIENT_PORT}`,
+    ...(o.etcdPrefix ? [`--etcd-prefix=${o.etcdPrefix}`] : []),
     "--bind-address=127.0.0.1",
-    `--secure-port=${APISERVER_PORTS[transport]}`,
+    `--secure-port=${o.port}`,
     `--advertise-address=${ADVERTISE_IP}`,
-    // Three kube-apiservers share one advertise address here; none of them owns the endpoints of
-    // the `kubernetes` service.
+    // Several kube-apiservers share one advertise address here; none of them owns the endpoints
+    // of the `kubernetes` service.
     "--endpoint-reconciler-type=none",
-    `--cert-dir=${certDir}`,
+    `--cert-dir=${o.certDir}`,
     `--tls-cert-file=${f.serverCert}`,
     `--tls-private-key-file=${f.serverKey}`,
     `--client-ca-file=${f.caCert}`,
@@ -168,7 +223,7 @@ export function startKubeApiserver(
     `--kubelet-client-key=${kp.kubeletClientKey}`,
     `--kubelet-certificate-authority=${f.caCert}`,
     "--kubelet-preferred-address-types=InternalIP",
-    `--egress-selector-config-file=${egressFile}`,
+    `--egress-selector-config-file=${o.egressFile}`,
     "--profiling=false",
     "--v=1",
   ]);

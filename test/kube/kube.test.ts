@@ -38,6 +38,7 @@ import {
 import type { ConnRecord, FakeNodeConfig } from "./fake-node.js";
 import { KubeClient } from "./kube-client.js";
 import { NetNs } from "./netns.js";
+import { closedPeers as closedPeersOf, connRecords as connRecordsOf } from "./node-log.js";
 import {
   agentTokenFile,
   nsGet,
@@ -67,6 +68,7 @@ import {
   TRANSPORTS,
   UPSTREAM_SERVER_PORTS,
 } from "./topology.js";
+import { twoTenants } from "./two-tenants.js";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const BIG = 32 * 1024 * 1024;
@@ -163,19 +165,8 @@ afterAll(async () => {
 // ---------------------------------------------------------------------------------------------
 // Accounting: every backend connection belongs to the agent, and is a dial the server counted.
 
-function connRecords(): ConnRecord[] {
-  return fakeNode.lines
-    .filter((l) => l.startsWith('{"conn"'))
-    .map((l) => (JSON.parse(l) as { conn: ConnRecord }).conn);
-}
-
-function closedPeers(): Set<string> {
-  return new Set(
-    fakeNode.lines
-      .filter((l) => l.startsWith('{"closed"'))
-      .map((l) => (JSON.parse(l) as { closed: { peer: string } }).closed.peer),
-  );
-}
+const connRecords = (): ConnRecord[] => connRecordsOf(fakeNode);
+const closedPeers = (): Set<string> => closedPeersOf(fakeNode);
 
 interface Route {
   server: () => ProxyServer;
@@ -485,3 +476,5 @@ describe(`kube-apiserver ${KUBERNETES_VERSION} → upstream proxy-server ${ANP_V
     await agentBack(route);
   });
 });
+
+twoTenants(() => ({ ns, bins, kp, dir, bridgeDir, startHelper }));

@@ -1,7 +1,8 @@
 /**
  * The Konnectivity pieces under test, each a real process in the suite's namespace: our `kgw
  * server` and `kgw agent` (the CLI, from source through tsx) and upstream's proxy-server and
- * proxy-agent. Every flag we pass to our own programs is in kgwServerFlags / kgwAgentFlags.
+ * proxy-agent. Every flag we pass to our own programs is in kgwServerFlags, kgwTenantServerFlags
+ * and kgwAgentFlags.
  */
 import fs from "node:fs";
 import { request } from "node:http";
@@ -16,10 +17,12 @@ import {
   type EgressTransport,
   FRONTEND_PORT,
   KGW_PORTS,
+  KGW_TENANT_PORTS,
   UPSTREAM_SERVER_PORTS,
 } from "./topology.js";
 
-const KGW_ENTRY = fileURLToPath(new URL("../helpers/kgw-entry.ts", import.meta.url));
+/** Our CLI from source through tsx: the server, the agent and `kgw tenant` are all this program. */
+export const KGW_ENTRY = fileURLToPath(new URL("../helpers/kgw-entry.ts", import.meta.url));
 /** The bearer token our agent presents to our server (from a file, as a projected token would be). */
 const AGENT_TOKEN = "kgw-kube-suite-agent-token-0123456789";
 
@@ -155,6 +158,47 @@ export async function startKgwServer(
   return waitHealthy(server, bridgeDir);
 }
 
+/**
+ * `kgw server` in tenant mode, the hosted gateway: credentials come from the tenant store, checked
+ * against the gateway CA (the suite's CA, which `kgw tenant` issues with), and the agent port
+ * serves agents and tenants' kube-apiservers alike. The store is re-read every 500 ms, so a
+ * revocation takes effect well within the suite's 5 s bounds.
+ */
+export function kgwTenantServerFlags(pki: TestPki, storeDir: string): string[] {
+  const f = pki.files;
+  return [
+    "--server-id=kgw-tenants",
+    `--tenant-store-dir=${storeDir}`,
+    `--tenant-ca-cert=${f.caCert}`,
+    "--tenant-watch-interval=500ms",
+    `--agent-port=${KGW_TENANT_PORTS.agent}`,
+    "--agent-bind-address=127.0.0.1",
+    `--cluster-cert=${f.serverCert}`,
+    `--cluster-key=${f.serverKey}`,
+    `--admin-port=${KGW_TENANT_PORTS.admin}`,
+    "--admin-bind-address=127.0.0.1",
+    `--health-port=${KGW_TENANT_PORTS.health}`,
+    "--health-bind-address=127.0.0.1",
+    "--graceful-shutdown-timeout=2s",
+  ];
+}
+
+export async function startKgwTenantServer(
+  ns: NetNs,
+  bridgeDir: string,
+  pki: TestPki,
+  storeDir: string,
+): Promise<ProxyServer> {
+  const proc = ns.spawn("kgw server (tenant mode)", process.execPath, [
+    "--import",
+    "tsx",
+    KGW_ENTRY,
+    "server",
+    ...kgwTenantServerFlags(pki, storeDir),
+  ]);
+  return waitHealthy(proxyServer("kgw server (tenant mode)", proc, bridgeDir, KGW_TENANT_PORTS), bridgeDir);
+}
+
 export interface AgentAuth {
   /** Our server: the bearer token, from a file as a projected service-account token would be. */
   tokenFile?: string;
@@ -268,6 +312,7 @@ export async function startUpstreamServer(
   return waitHealthy(proxyServer(`upstream proxy-server (${transport})`, proc, bridgeDir, ports), bridgeDir);
 }
 
+/** Upstream proxy-agent: by default with the suite's agent certificate, or as `auth` says. */
 export function startUpstreamAgent(
   ns: NetNs,
   bin: string,
@@ -275,15 +320,15 @@ export function startUpstreamAgent(
   serverPort: number,
   agentId: string,
   slot: number,
+  auth: AgentAuth = { cert: { cert: pki.files.agentCert, key: pki.files.agentKey } },
 ): Proc {
-  const f = pki.files;
   const ports = AGENT_PORTS[slot]!;
   return ns.spawn(`upstream proxy-agent ${agentId}`, bin, [
     "--proxy-server-host=127.0.0.1",
     `--proxy-server-port=${serverPort}`,
-    `--ca-cert=${f.caCert}`,
-    `--agent-cert=${f.agentCert}`,
-    `--agent-key=${f.agentKey}`,
+    `--ca-cert=${pki.files.caCert}`,
+    ...(auth.tokenFile ? [`--service-account-token-path=${auth.tokenFile}`] : []),
+    ...(auth.cert ? [`--agent-cert=${auth.cert.cert}`, `--agent-key=${auth.cert.key}`] : []),
     `--agent-id=${agentId}`,
     "--health-server-host=127.0.0.1",
     `--health-server-port=${ports.health}`,

@@ -19,7 +19,66 @@ export const LOG_TEXT = "line 1 from the container\nline 2 from the container\n"
 /** kube-apiserver needs an advertise address (the namespace has no default route to pick one from). */
 export const ADVERTISE_IP = "10.250.255.1";
 export const SERVICE_CIDR = "10.251.0.0/24";
-export const NAMESPACE_ADDRESSES = [NODE_IP, POD_IP, ADVERTISE_IP];
+
+/** One cluster's node and pod, as the suite writes them (cluster-objects.ts) and fakes them (fake-node.ts). */
+export interface ClusterNode {
+  nodeName: string;
+  nodeIp: string;
+  podName: string;
+  podIp: string;
+}
+export const DEFAULT_NODE: ClusterNode = {
+  nodeName: NODE_NAME,
+  nodeIp: NODE_IP,
+  podName: POD_NAME,
+  podIp: POD_IP,
+};
+
+/**
+ * The two-tenant phase: two clusters, each its own kube-apiserver (on the shared etcd, under its
+ * own prefix) and its own node and pod on addresses of their own, served by one gateway in
+ * tenant mode. The prefixes are not string prefixes of each other or of the default `/registry`.
+ */
+export interface TenantCluster extends ClusterNode {
+  id: string;
+  apiserverPort: number;
+  etcdPrefix: string;
+  /** Whose agent serves the tenant (upstream's must work with a tenant's token as well as ours). */
+  agent: "ours" | "upstream";
+  /** The agent's health and admin ports: an index into AGENT_PORTS. */
+  agentSlot: number;
+}
+export const TENANT_CLUSTERS: readonly TenantCluster[] = [
+  {
+    id: "acme",
+    apiserverPort: 6451,
+    etcdPrefix: "/tenant-acme/registry",
+    nodeName: "acme-node-1",
+    nodeIp: "10.250.0.3",
+    podName: "acme-web-0",
+    podIp: "10.250.1.6",
+    agent: "ours",
+    agentSlot: 0,
+  },
+  {
+    id: "globex",
+    apiserverPort: 6452,
+    etcdPrefix: "/tenant-globex/registry",
+    nodeName: "globex-node-1",
+    nodeIp: "10.250.0.4",
+    podName: "globex-web-0",
+    podIp: "10.250.1.7",
+    agent: "upstream",
+    agentSlot: 1,
+  },
+];
+
+export const NAMESPACE_ADDRESSES = [
+  NODE_IP,
+  POD_IP,
+  ADVERTISE_IP,
+  ...TENANT_CLUSTERS.flatMap((c) => [c.nodeIp, c.podIp]),
+];
 
 export const ETCD_CLIENT_PORT = 2379;
 export const ETCD_PEER_PORT = 2380;
@@ -43,6 +102,8 @@ export const FRONTEND_PORT = 8090;
 
 /** Our gateway: the documented default ports. */
 export const KGW_PORTS = { agent: 8132, admin: 8133, health: 8134 } as const;
+/** Our gateway in tenant mode: agents and kube-apiservers both come to its agent port. */
+export const KGW_TENANT_PORTS = { agent: 8172, admin: 8173, health: 8174 } as const;
 
 /** Upstream proxy-server serves one mode on one listener, so that phase runs one per transport. */
 export const UPSTREAM_SERVER_PORTS: Record<
@@ -68,6 +129,9 @@ export const BRIDGED_PORTS: readonly number[] = [
   ...Object.values(APISERVER_PORTS),
   KGW_PORTS.admin,
   KGW_PORTS.health,
+  ...TENANT_CLUSTERS.map((c) => c.apiserverPort),
+  KGW_TENANT_PORTS.admin,
+  KGW_TENANT_PORTS.health,
   ...Object.values(UPSTREAM_SERVER_PORTS).flatMap((p) => [p.admin, p.health]),
   ...AGENT_PORTS.flatMap((p) => [p.admin, p.health]),
 ];
