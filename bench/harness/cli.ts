@@ -15,6 +15,8 @@ export const USAGE = `Usage: npm run bench -- [options]
   --out-dir <dir>       where child processes write their output (default: a new directory in tmpdir)
   --upstream=auto|on|off
                         the upstream column: auto = when \`go\` is on the PATH (default)
+  --tenant-mode         also measure kgw in tenant mode (one tenant, callers on the agent port)
+                        in throughput and dial, in the same rounds, with its ratio to kgw
   --json <file>         also write the results as JSON
   --markdown            print the tables as Markdown (for docs/PERFORMANCE.md)
   --render <file>       print the tables of an earlier --json file and exit
@@ -31,6 +33,7 @@ export function parseArgs(argv: readonly string[]): BenchOptions | "help" {
     rounds: DEFAULT_ROUNDS,
     only: [],
     upstream: "auto",
+    tenantMode: false,
     markdown: false,
     build: true,
     list: false,
@@ -64,6 +67,9 @@ export function parseArgs(argv: readonly string[]): BenchOptions | "help" {
         o.upstream = v;
         break;
       }
+      case "--tenant-mode":
+        o.tenantMode = true;
+        break;
       case "--rounds": {
         const v = takeValue();
         rounds = Number(v);

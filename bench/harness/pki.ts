@@ -1,7 +1,9 @@
 /**
  * A throwaway PKI for one benchmark run: a CA, a server certificate for 127.0.0.1/localhost
  * (frontend and agent listeners), and client certificates for the frontend caller and the
- * agents. Written to a temporary directory that is removed when the run ends.
+ * agents. Written to a temporary directory that is removed when the run ends. The CA's key is
+ * written too: in tenant mode it is the gateway CA `kgw tenant create` issues caller
+ * certificates with (tenant-stack.ts).
  */
 import { rmSync } from "node:fs";
 import { mkdtemp, writeFile } from "node:fs/promises";
@@ -23,6 +25,7 @@ export interface BenchPki {
   frontendKeyPem: string;
   files: {
     caCert: string;
+    caKey: string;
     serverCert: string;
     serverKey: string;
     agentCert: string;
@@ -45,6 +48,7 @@ export async function createBenchPki(): Promise<BenchPki> {
   const dir = await mkdtemp(path.join(tmpdir(), "kgw-bench-"));
   const written = await writePemFiles(dir, {
     "ca.pem": ca.certPem,
+    "ca-key.pem": ca.keyPem,
     "server.pem": server.certPem,
     "server-key.pem": server.keyPem,
     "agent.pem": agent.certPem,
@@ -65,6 +69,7 @@ export async function createBenchPki(): Promise<BenchPki> {
     frontendKeyPem: frontend.keyPem,
     files: {
       caCert: written["ca.pem"],
+      caKey: written["ca-key.pem"],
       serverCert: written["server.pem"],
       serverKey: written["server-key.pem"],
       agentCert: written["agent.pem"],

@@ -24,6 +24,9 @@ export class Child {
   /**
    * `logFile` receives the child's stdout and stderr (see output.ts for why not a pipe); the
    * benchmark reads it only to find a start-up line and to quote it in error messages.
+   * `stdoutFile`, when given, takes stdout instead: for a command whose output is parsed
+   * (`kgw tenant create --output=json`), so no log line can get into it. It is private (0600):
+   * that output holds credentials.
    */
   constructor(
     readonly name: string,
@@ -31,18 +34,21 @@ export class Child {
     command: string,
     args: readonly string[],
     env: Record<string, string> = {},
+    stdoutFile?: string,
   ) {
     const fd = openSync(logFile, "a");
+    const outFd = stdoutFile === undefined ? fd : openSync(stdoutFile, "a", 0o600);
     try {
       this.process = spawn(command, args, {
         cwd: REPO_ROOT,
         detached: true,
-        stdio: ["ignore", fd, fd],
+        stdio: ["ignore", outFd, fd],
         env: { ...process.env, ...env },
       });
     } finally {
-      // The child holds its own copy of the descriptor from here on.
+      // The child holds its own copies of the descriptors from here on.
       closeSync(fd);
+      if (outFd !== fd) closeSync(outFd);
     }
     this.exited = new Promise((resolve) => {
       this.process.once("exit", (code, signal) => resolve({ code, signal }));

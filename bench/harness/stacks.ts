@@ -2,7 +2,8 @@
  * Starting the systems under test, each piece in its own process, on loopback only:
  *  - the backend (source/sink) and the helpers (relay, delay proxy): bench/harness/helper-main.ts;
  *  - ours: `node bin/kgw.js server` and `node bin/kgw.js agent`, TLS on both legs (frontend
- *    mTLS, agent TLS + token), as an operator runs them;
+ *    mTLS, agent TLS + token), as an operator runs them; or the same in tenant mode, every role
+ *    on the agent port (tenant-stack.ts sets up its tenant);
  *  - upstream: proxy-server (one per frontend mode) and proxy-agent with mTLS for the agent.
  * A delay proxy, when asked for, sits between agent and server (between the two relays for the
  * relay chain). Everything started is registered in the scenario's scope and stopped with it.
@@ -24,9 +25,9 @@ export type StackContext = Pick<BenchContext, "pki" | "scope" | "output"> & {
   childEnv?: Record<string, string>;
 };
 
-const NODE = process.execPath;
+export const NODE = process.execPath;
 /** `KGW_BENCH_BIN` runs another build's CLI (e.g. a worktree of an older commit) against this harness. */
-const KGW_BIN = process.env.KGW_BENCH_BIN ?? path.join(REPO_ROOT, "bin", "kgw.js");
+export const KGW_BIN = process.env.KGW_BENCH_BIN ?? path.join(REPO_ROOT, "bin", "kgw.js");
 const HELPER = path.join(REPO_ROOT, "bench", "harness", "helper-main.ts");
 const START_MS = 20_000;
 
@@ -87,6 +88,7 @@ export interface TunnelStack {
   label: string;
   /** Frontend modes this server serves (ours: both; upstream: the one it was started with). */
   modes: FrontendMode[];
+  /** Where callers connect: the frontend port, or in tenant mode the agent port. */
   frontendPort: number;
   agentPort: number;
   healthPort: number;
@@ -135,29 +137,52 @@ function nodeFlags(ctx: StackContext, name: string): string[] {
     : [];
 }
 
-/** A kgw server without an agent; `startKgwAgent` adds agents. */
-export async function startKgwServer(ctx: StackContext): Promise<TunnelStack> {
+/**
+ * Tenant mode: credentials from a tenant store instead of the drop-in's own flags, and callers
+ * on the agent port with the agents, where a tenant's kube-apiserver dials (tenant-stack.ts).
+ */
+export interface KgwTenancy {
+  storeDir: string;
+  /** Chosen before the server starts: the tenant's bundle names it as the gateway address. */
+  agentPort: number;
+  /** The tenant's agent token, for our agent. */
+  agentToken: string;
+}
+
+/** How callers and agents authenticate: the drop-in's mTLS frontend and token, or tenant mode. */
+function authFlags(ctx: StackContext, frontendPort: number, tenancy?: KgwTenancy): string[] {
   const f = ctx.pki.files;
+  if (tenancy) return [`--tenant-store-dir=${tenancy.storeDir}`, `--tenant-ca-cert=${f.caCert}`];
+  return [
+    `--server-port=${frontendPort}`,
+    `--server-bind-address=${LOOPBACK}`,
+    `--server-cert=${f.serverCert}`,
+    `--server-key=${f.serverKey}`,
+    `--server-ca-cert=${f.caCert}`,
+  ];
+}
+
+/** A kgw server without an agent; `startKgwAgent` adds agents. */
+export async function startKgwServer(ctx: StackContext, tenancy?: KgwTenancy): Promise<TunnelStack> {
+  const f = ctx.pki.files;
+  // In tenant mode callers come to the agent port: there is no frontend port of its own.
   const [frontendPort, agentPort, adminPort, healthPort] = await Promise.all([
-    freePort(),
-    freePort(),
+    tenancy?.agentPort ?? freePort(),
+    tenancy?.agentPort ?? freePort(),
     freePort(),
     freePort(),
   ]);
+  const label = tenancy ? "kgw-tenant" : "kgw";
   const server = new Child(
-    "kgw-server",
-    ctx.output.fileFor("kgw-server"),
+    `${label}-server`,
+    ctx.output.fileFor(`${label}-server`),
     NODE,
     [
-      ...nodeFlags(ctx, "kgw-server"),
+      ...nodeFlags(ctx, `${label}-server`),
       KGW_BIN,
       "server",
-      "--server-id=bench-kgw",
-      `--server-port=${frontendPort}`,
-      `--server-bind-address=${LOOPBACK}`,
-      `--server-cert=${f.serverCert}`,
-      `--server-key=${f.serverKey}`,
-      `--server-ca-cert=${f.caCert}`,
+      `--server-id=bench-${label}`,
+      ...authFlags(ctx, frontendPort, tenancy),
       `--agent-port=${agentPort}`,
       `--agent-bind-address=${LOOPBACK}`,
       `--cluster-cert=${f.serverCert}`,
@@ -169,12 +194,13 @@ export async function startKgwServer(ctx: StackContext): Promise<TunnelStack> {
       "--graceful-shutdown-timeout=1s",
       ...KGW_LOG_FLAGS,
     ],
-    { KGW_AGENT_TOKEN: AGENT_TOKEN, ...ctx.childEnv },
+    // Tenant mode refuses the drop-in's token: agents' tokens come from the store.
+    { ...(tenancy ? {} : { KGW_AGENT_TOKEN: AGENT_TOKEN }), ...ctx.childEnv },
   );
   // Profiles are written at a normal exit: give the graceful shutdown time to finish.
   ctx.scope.defer(() => server.stop(8000));
   const stack: TunnelStack = {
-    label: "kgw",
+    label,
     modes: ["grpc", "connect"],
     frontendPort,
     agentPort,
@@ -192,6 +218,8 @@ export interface KgwAgentOptions {
   viaPort?: number;
   /** Default `bench-agent`. */
   agentId?: string;
+  /** Default AGENT_TOKEN, the drop-in's; in tenant mode the tenant's agent token. */
+  token?: string;
 }
 
 /** Our agent, connected to `stack`'s server; resolves once the agent says it is ready. */
@@ -201,7 +229,7 @@ export async function startKgwAgent(
   opts: KgwAgentOptions = {},
 ): Promise<Child> {
   const healthPort = await freePort();
-  const name = opts.agentId ? `kgw-agent-${opts.agentId}` : "kgw-agent";
+  const name = `${stack.label}-agent${opts.agentId ? `-${opts.agentId}` : ""}`;
   const child = new Child(
     name,
     ctx.output.fileFor(name),
@@ -222,7 +250,7 @@ export async function startKgwAgent(
       "--sync-interval=200ms",
       ...KGW_LOG_FLAGS,
     ],
-    { KGW_AGENT_TOKEN: AGENT_TOKEN, ...ctx.childEnv },
+    { KGW_AGENT_TOKEN: opts.token ?? AGENT_TOKEN, ...ctx.childEnv },
   );
   ctx.scope.defer(() => child.stop(8000));
   await waitUntil(
@@ -237,13 +265,17 @@ export async function startKgwAgent(
   return child;
 }
 
-export async function startKgw(ctx: StackContext, opts: StackOptions = {}): Promise<TunnelStack> {
-  const stack = await startKgwServer(ctx);
+export async function startKgw(
+  ctx: StackContext,
+  opts: StackOptions = {},
+  tenancy?: KgwTenancy,
+): Promise<TunnelStack> {
+  const stack = await startKgwServer(ctx, tenancy);
   if (opts.agent === false) return stack;
   const delay =
     opts.delayMsEachWay === undefined ? null : await startDelay(ctx, stack.agentPort, opts.delayMsEachWay);
   stack.delay = delay?.child ?? null;
-  stack.agent = await startKgwAgent(ctx, stack, { viaPort: delay?.port });
+  stack.agent = await startKgwAgent(ctx, stack, { viaPort: delay?.port, token: tenancy?.agentToken });
   await waitHealthy(stack, true);
   return stack;
 }

@@ -2,9 +2,19 @@
  * Rendering results: one table per scenario, as aligned text (terminal) or Markdown
  * (docs/PERFORMANCE.md), with the ratios and the issue's targets derived from the figures.
  */
-import { kgwRatio } from "./ratios.js";
+import { kgwRatio, ratio } from "./ratios.js";
 import type { Spread } from "./stats.js";
-import type { BenchResults, Cell, MachineInfo, Row, ScenarioResult, System, Target, Unit } from "./types.js";
+import {
+  type BenchResults,
+  type Cell,
+  type MachineInfo,
+  type Row,
+  type ScenarioResult,
+  type System,
+  type Target,
+  TENANT_SYSTEM,
+  type Unit,
+} from "./types.js";
 
 const HEADERS = [
   "scenario",
@@ -16,6 +26,15 @@ const HEADERS = [
   "kgw/upstream",
   "targets",
 ];
+/** Next to kgw's column, in the tables of scenarios that measured kgw in tenant mode. */
+const TENANT_HEADERS = ["kgw tenant mode", "tenant mode/kgw"];
+
+/** Whether a scenario measured kgw in tenant mode (--tenant-mode): then its table shows it. */
+const hasTenant = (s: ScenarioResult): boolean => s.rows.some((r) => r.cells[TENANT_SYSTEM] !== undefined);
+
+function headersFor(tenant: boolean): string[] {
+  return tenant ? [HEADERS[0]!, HEADERS[1]!, ...TENANT_HEADERS, ...HEADERS.slice(2)] : HEADERS;
+}
 
 function group(n: number, digits = 0): string {
   return n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
@@ -78,9 +97,9 @@ export function value(row: Row, system: System): number | undefined {
 const times = (r: number): string => `${r >= 10 ? r.toFixed(1) : r.toFixed(2)}×`;
 
 /** The median ratio, and its range when it was taken in several rounds. */
-function ratioText(row: Row, other: System): string {
+function ratioText(row: Row, num: System, den: System): string {
   if (row.noRatios) return "";
-  const r: Spread | undefined = kgwRatio(row, other);
+  const r: Spread | undefined = ratio(row, num, den);
   if (!r) return "n/a";
   return r.count < 2 ? times(r.median) : `${times(r.median)} [${times(r.min)}–${times(r.max)}]`;
 }
@@ -131,16 +150,20 @@ function targetsText(row: Row): string {
     .join(", ");
 }
 
-function rowCells(row: Row): string[] {
+function rowCells(row: Row, tenant: boolean): string[] {
   const arrow = row.better === "higher" ? "↑" : "↓";
+  const tenantCells = tenant
+    ? [cellText(row.cells[TENANT_SYSTEM], row.unit), ratioText(row, TENANT_SYSTEM, "kgw")]
+    : [];
   return [
     `${row.name} ${arrow}`,
     cellText(row.cells.kgw, row.unit),
+    ...tenantCells,
     cellText(row.cells.direct, row.unit),
     cellText(row.cells.relay, row.unit),
-    ratioText(row, "relay"),
+    ratioText(row, "kgw", "relay"),
     cellText(row.cells.upstream, row.unit),
-    ratioText(row, "upstream"),
+    ratioText(row, "kgw", "upstream"),
     targetsText(row),
   ];
 }
@@ -164,8 +187,9 @@ function notesOf(s: ScenarioResult): string[] {
   return [...seen].map((n) => `n/a: ${n}`);
 }
 
+/** `rows[0]` is the header. */
 function textTable(rows: string[][]): string {
-  const widths = HEADERS.map((_, i) => Math.max(...rows.map((r) => [...(r[i] ?? "")].length)));
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => [...(r[i] ?? "")].length)));
   const line = (r: string[]) =>
     r
       .map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)))
@@ -177,7 +201,8 @@ function textTable(rows: string[][]): string {
 function markdownTable(rows: string[][]): string {
   const esc = (c: string) => c.replaceAll("|", "\\|");
   const line = (r: string[]) => `| ${r.map(esc).join(" | ")} |`;
-  const align = `|${HEADERS.map((_, i) => (i === 0 || i === HEADERS.length - 1 ? " --- " : " ---: ")).join("|")}|`;
+  const n = rows[0]!.length;
+  const align = `|${rows[0]!.map((_, i) => (i === 0 || i === n - 1 ? " --- " : " ---: ")).join("|")}|`;
   return [line(rows[0]!), align, ...rows.slice(1).map(line)].join("\n");
 }
 
@@ -214,7 +239,8 @@ function logText(s: ScenarioResult): string {
 }
 
 export function renderScenario(s: ScenarioResult, markdown: boolean): string {
-  const rows = [HEADERS, ...s.rows.map(rowCells)];
+  const tenant = hasTenant(s);
+  const rows = [headersFor(tenant), ...s.rows.map((r) => rowCells(r, tenant))];
   const table = markdown ? markdownTable(rows) : textTable(rows);
   const extra = [...errorsOf(s), ...notesOf(s)];
   const about = `${s.seconds.toFixed(0)} s; ${loadText(s)}${logText(s)}`;
@@ -244,6 +270,9 @@ export function renderResults(r: BenchResults, markdown: boolean): string {
   const legend =
     "↑ higher is better, ↓ lower is better. MB/s = 10^6 bytes/s. Figures are medians over rounds, " +
     "[min–max] their range; ratios are kgw divided by the baseline, taken within each round " +
-    "(median [range]). Targets are the issue's.";
+    "(median [range]). Targets are the issue's." +
+    (r.scenarios.some(hasTenant)
+      ? " tenant mode/kgw is kgw in tenant mode divided by kgw, taken within each round likewise."
+      : "");
   return [...head, "", ...r.scenarios.map((s) => renderScenario(s, markdown)), legend, ""].join("\n");
 }

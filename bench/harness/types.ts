@@ -1,6 +1,7 @@
 /**
  * The benchmark's data model: a scenario produces rows; a row holds one figure per system
- * (ours, the two baselines, upstream) and the table derives the ratios and target checks.
+ * (ours, the two baselines, upstream, and with --tenant-mode ours in tenant mode) and the table
+ * derives the ratios and target checks.
  */
 import type { LogVolume, RunOutput } from "./output.js";
 import type { BenchPki } from "./pki.js";
@@ -13,9 +14,14 @@ export type Unit = "MB/s" | "ms" | "dials/s" | "KiB" | "%" | "µs/MB";
 /** Which way is good for a row: throughput up, latency and memory down. */
 export type Better = "higher" | "lower";
 
-/** The systems a row compares, in table order. */
+/** The systems every row compares, in table order. */
 export const SYSTEMS = ["kgw", "direct", "relay", "upstream"] as const;
-export type System = (typeof SYSTEMS)[number];
+/**
+ * kgw in tenant mode (bench/harness/tenant-stack.ts): only with --tenant-mode and only in the
+ * scenarios that measure it, so only their rows have it and only their tables show its columns.
+ */
+export const TENANT_SYSTEM = "kgw-tenant";
+export type System = (typeof SYSTEMS)[number] | typeof TENANT_SYSTEM;
 
 /**
  * One figure. `value` is what the table shows (the median of `rounds` when the row was measured
@@ -85,6 +91,8 @@ export interface BenchOptions {
   outDir?: string;
   only: string[];
   upstream: "auto" | "on" | "off";
+  /** Also measure kgw in tenant mode (throughput and dial), next to kgw in the same rounds. */
+  tenantMode: boolean;
   json?: string;
   markdown: boolean;
   build: boolean;

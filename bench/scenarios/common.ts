@@ -1,10 +1,12 @@
 /**
  * Helpers shared by scenarios: collecting repeated samples per measured path, turning them into
- * table cells, and starting the upstream stacks only when the upstream column is on.
+ * table cells, and starting the upstream stacks only when the upstream column is on, and kgw in
+ * tenant mode only with --tenant-mode.
  */
 import { type FrontendMode, type StackOptions, startUpstream, type TunnelStack } from "../harness/stacks.js";
 import { median, percentile } from "../harness/stats.js";
-import type { BenchContext, Cell } from "../harness/types.js";
+import { startKgwTenant, type TenantStack } from "../harness/tenant-stack.js";
+import { type BenchContext, type Cell, type System, TENANT_SYSTEM } from "../harness/types.js";
 import { errorMessage } from "../harness/util.js";
 
 /**
@@ -123,4 +125,33 @@ export function upstreamCell(
   if (stack === undefined) return { na: "not measured" };
   if (stack instanceof Error) return { error: stack.message };
   return cell();
+}
+
+/**
+ * kgw in tenant mode when the run asks for it (--tenant-mode), else null; a failure to start is
+ * reported in its cells instead of failing the scenario (kgw's figures do not depend on it).
+ */
+export async function startTenantIfAsked(
+  ctx: BenchContext,
+  opts: StackOptions = {},
+): Promise<TenantStack | Error | null> {
+  if (!ctx.options.tenantMode) return null;
+  try {
+    return await startKgwTenant(ctx, opts);
+  } catch (err) {
+    ctx.log(`  kgw tenant mode: ${errorMessage(err).split("\n")[0]}`);
+    return err instanceof Error ? err : new Error(String(err));
+  }
+}
+
+/**
+ * A row's kgw-tenant cell, spread into its cells: none without --tenant-mode, so the table shows
+ * no tenant columns; the start error; or the figure.
+ */
+export function tenantCell(
+  tenant: TenantStack | Error | null,
+  cell: () => Cell,
+): Partial<Record<System, Cell>> {
+  if (tenant === null) return {};
+  return { [TENANT_SYSTEM]: tenant instanceof Error ? { error: tenant.message } : cell() };
 }

@@ -7,16 +7,18 @@
  *    already open (the first dial of each stream is not counted), nothing else.
  *  - Sustained dials per second: many dialers at once, each dialing to the first byte and closing,
  *    back to back, for a fixed time.
- * The baselines dial plain TCP (direct, or into the relay chain) to the first byte.
+ * The baselines dial plain TCP (direct, or into the relay chain) to the first byte. With
+ * --tenant-mode, kgw in tenant mode is measured as kgw is, its callers on the agent port.
  */
 import type { Client } from "@grpc/grpc-js";
 import { connectOpener, grpcRotatingOpener, type Opener, tcpOpener } from "../harness/paths.js";
+import type { BenchPki } from "../harness/pki.js";
 import { RawProxyStream, rawProxyClient } from "../harness/raw.js";
 import { eachRound, roundOrder } from "../harness/rounds.js";
 import { startBackend, startKgw, startRelayChain, type TunnelStack } from "../harness/stacks.js";
 import { dialAndClose, dialLatencies, sustainedRate } from "../harness/transfer.js";
 import type { BenchContext, Cell, Row, Scenario, Target } from "../harness/types.js";
-import { Samples, startUpstreams, upstreamCell } from "./common.js";
+import { Samples, startTenantIfAsked, startUpstreams, tenantCell, upstreamCell } from "./common.js";
 
 /** Dials per stream in the open-stream measurement (upstream keeps each connection until the
  * stream ends: it ends the stream on CLOSE_REQ, so connections are not closed one by one). */
@@ -38,9 +40,10 @@ async function run(ctx: BenchContext): Promise<Row[]> {
   const { sizes } = ctx;
   const backend = await startBackend(ctx);
   const target = `127.0.0.1:${backend.port}`;
-  const [relay, kgw, up] = await Promise.all([
+  const [relay, kgw, tenant, up] = await Promise.all([
     startRelayChain(ctx, backend.port),
     startKgw(ctx),
+    startTenantIfAsked(ctx),
     startUpstreams(ctx, ["grpc", "connect"]),
   ]);
   const upGrpc = up.grpc instanceof Error ? undefined : up.grpc;
@@ -50,13 +53,14 @@ async function run(ctx: BenchContext): Promise<Row[]> {
   ctx.scope.defer(() => {
     for (const c of rawClients.values()) c.close();
   });
-  const sharedGrpc = (stack: TunnelStack): Opener => {
-    const o = grpcRotatingOpener(ctx.pki, stack.frontendPort, target);
+  // `pki` holds the callers' credentials: the frontend caller's, or the tenant's.
+  const sharedGrpc = (stack: TunnelStack, pki: BenchPki = ctx.pki): Opener => {
+    const o = grpcRotatingOpener(pki, stack.frontendPort, target);
     ctx.scope.defer(() => o.close());
     return o.open;
   };
-  const rawClient = (key: string, stack: TunnelStack): Client => {
-    const client = rawProxyClient(ctx.pki, stack.frontendPort);
+  const rawClient = (key: string, stack: TunnelStack, pki: BenchPki = ctx.pki): Client => {
+    const client = rawProxyClient(pki, stack.frontendPort);
     rawClients.set(key, client);
     return client;
   };
@@ -67,9 +71,15 @@ async function run(ctx: BenchContext): Promise<Row[]> {
     "kgw-connect": connectOpener(ctx.pki, kgw.frontendPort, target),
     "kgw-grpc": sharedGrpc(kgw),
   };
+  const raw: Record<string, Client> = { "kgw-raw": rawClient("kgw", kgw) };
+  if (tenant && !(tenant instanceof Error)) {
+    const { stack, callers } = tenant;
+    openers["tenant-connect"] = connectOpener(callers, stack.frontendPort, target);
+    openers["tenant-grpc"] = sharedGrpc(stack, callers);
+    raw["tenant-raw"] = rawClient("tenant", stack, callers);
+  }
   if (upConnect) openers["up-connect"] = connectOpener(ctx.pki, upConnect.frontendPort, target);
   if (upGrpc) openers["up-grpc"] = sharedGrpc(upGrpc);
-  const raw: Record<string, Client> = { "kgw-raw": rawClient("kgw", kgw) };
   if (upGrpc) raw["up-raw"] = rawClient("up", upGrpc);
 
   // Warm-up once per path, then every path in every round (order reversed every other round).
@@ -89,7 +99,11 @@ async function run(ctx: BenchContext): Promise<Row[]> {
       return r.perSecond;
     });
   };
-  const rawDialer = openStreamDialTask(ctx, raw["kgw-raw"]!, target, sizes.dialConcurrency);
+  // Dial rate on open streams: ours only (upstream ends a stream on its first CLOSE_REQ).
+  const rawDialers: Record<string, () => Promise<void>> = {};
+  for (const name of ["kgw-raw", "tenant-raw"]) {
+    if (raw[name]) rawDialers[name] = openStreamDialTask(ctx, raw[name], target, sizes.dialConcurrency);
+  }
   await eachRound(ctx, async (round) => {
     for (const name of roundOrder(Object.keys(openers), round)) {
       ctx.log(`    latency ${name}`);
@@ -99,14 +113,16 @@ async function run(ctx: BenchContext): Promise<Row[]> {
       ctx.log(`    open-stream round trips ${name}`);
       await lat.takeRound(name, () => openStreamRoundTrips(raw[name]!, target, sizes.latencyDials));
     }
-    for (const name of roundOrder([...Object.keys(openers), "kgw-raw"], round)) {
+    for (const name of roundOrder([...Object.keys(openers), ...Object.keys(rawDialers)], round)) {
       ctx.log(`    dial rate ${name}`);
-      await rateOf(name, name === "kgw-raw" ? rawDialer : dialAndClose(openers[name]!));
+      await rateOf(name, rawDialers[name] ?? dialAndClose(openers[name]!));
     }
   });
 
   /** The p-th percentile of each round's dials; the figure is their median over rounds. */
   const pct = (key: string, p: number): Cell => lat.percentileCell(key, p);
+  /** kgw's key (`kgw-connect`) → the same path in tenant mode (`tenant-connect`). */
+  const tenantKey = (kgwKey: string) => kgwKey.replace(/^kgw-/, "tenant-");
   const latencyRow = (name: string, kgwKey: string, upKey: string, p: number, targets: Target[]): Row => ({
     name: `${name}, p${p}`,
     unit: "ms",
@@ -114,6 +130,7 @@ async function run(ctx: BenchContext): Promise<Row[]> {
     targets,
     cells: {
       kgw: pct(kgwKey, p),
+      ...tenantCell(tenant, () => pct(tenantKey(kgwKey), p)),
       direct: pct("direct", p),
       relay: pct("relay", p),
       upstream: upstreamCell(ctx, upKey.endsWith("connect") ? up.connect : up.grpc, () => pct(upKey, p)),
@@ -163,6 +180,7 @@ async function run(ctx: BenchContext): Promise<Row[]> {
       targets: rateTargets,
       cells: {
         kgw: rate.cell("kgw-connect"),
+        ...tenantCell(tenant, () => rate.cell("tenant-connect")),
         direct: rate.cell("direct"),
         relay: rate.cell("relay"),
         upstream: upstreamCell(ctx, up.connect, () => rate.cell("up-connect")),
@@ -175,6 +193,7 @@ async function run(ctx: BenchContext): Promise<Row[]> {
       targets: rateTargets,
       cells: {
         kgw: rate.cell("kgw-grpc"),
+        ...tenantCell(tenant, () => rate.cell("tenant-grpc")),
         direct: rate.cell("direct"),
         relay: rate.cell("relay"),
         upstream: upstreamCell(ctx, up.grpc, () => rate.cell("up-grpc")),
@@ -187,6 +206,7 @@ async function run(ctx: BenchContext): Promise<Row[]> {
       targets: [{ kind: "atLeast", value: 5000 }],
       cells: {
         kgw: rate.cell("kgw-raw"),
+        ...tenantCell(tenant, () => rate.cell("tenant-raw")),
         direct: rate.cell("direct"),
         relay: rate.cell("relay"),
         upstream: ctx.upstream

@@ -1,6 +1,8 @@
 /**
  * Bulk throughput of one tunneled connection, download and upload, through the gRPC frontend and
- * through HTTP CONNECT, against direct TCP, the plain two-hop relay and upstream. With a delay,
+ * through HTTP CONNECT, against direct TCP, the plain two-hop relay and upstream, and with
+ * --tenant-mode kgw in tenant mode (the loopback case only: the question is what the identity
+ * checks cost, which a 20 ms round trip would only hide). With a delay,
  * the delay proxy sits between agent and server (between the two relays; between client and
  * backend for direct TCP): the WAN case.
  */
@@ -11,7 +13,7 @@ import { startBackend, startDelay, startKgw, startRelayChain } from "../harness/
 import { median } from "../harness/stats.js";
 import { bulk, type Direction, pingRoundTrips } from "../harness/transfer.js";
 import type { BenchContext, Cell, Row, Scenario, Target } from "../harness/types.js";
-import { Samples, startUpstreams, upstreamCell } from "./common.js";
+import { Samples, startTenantIfAsked, startUpstreams, tenantCell, upstreamCell } from "./common.js";
 
 const DIRECTIONS: Direction[] = ["download", "upload"];
 const MODES = [
@@ -19,7 +21,7 @@ const MODES = [
   { mode: "connect", label: "HTTP CONNECT" },
 ] as const;
 /** The paths whose PING round trip on an open tunnel is reported. */
-const ECHO_PATHS = ["direct", "relay", "kgw-connect", "up-connect"];
+const ECHO_PATHS = ["direct", "relay", "kgw-connect", "tenant-connect", "up-connect"];
 /** Warm-up before measuring (JIT, TLS session setup, socket buffers growing). */
 const WARMUP_BYTES = 32 * 1024 * 1024;
 
@@ -29,6 +31,8 @@ export interface ThroughputOptions {
   description: string;
   delayMsEachWay?: number;
   targets: Target[];
+  /** Measure kgw in tenant mode too, when the run asks for it (--tenant-mode). */
+  tenantMode?: boolean;
 }
 
 export function throughputScenario(o: ThroughputOptions): Scenario {
@@ -45,10 +49,11 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
   const d = o.delayMsEachWay;
   const backend = await startBackend(ctx);
   const target = `127.0.0.1:${backend.port}`;
-  const [directPort, relay, kgw, up] = await Promise.all([
+  const [directPort, relay, kgw, tenant, up] = await Promise.all([
     d === undefined ? backend.port : startDelay(ctx, backend.port, d).then((e) => e.port),
     startRelayChain(ctx, backend.port, d),
     startKgw(ctx, { delayMsEachWay: d }),
+    o.tenantMode ? startTenantIfAsked(ctx, { delayMsEachWay: d }) : null,
     startUpstreams(ctx, ["grpc", "connect"], { delayMsEachWay: d }),
   ]);
 
@@ -65,6 +70,13 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
     "kgw-grpc": [kgw.server, kgw.agent!],
     "kgw-connect": [kgw.server, kgw.agent!],
   };
+  if (tenant && !(tenant instanceof Error)) {
+    const { stack, callers } = tenant;
+    paths["tenant-grpc"] = grpcOwnChannelOpener(callers, stack.frontendPort, target);
+    paths["tenant-connect"] = connectOpener(callers, stack.frontendPort, target);
+    middle["tenant-grpc"] = [stack.server, stack.agent!];
+    middle["tenant-connect"] = [stack.server, stack.agent!];
+  }
   const upGrpc = up.grpc;
   const upConnect = up.connect;
   if (upGrpc && !(upGrpc instanceof Error)) {
@@ -128,6 +140,7 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
         targets: o.targets,
         cells: {
           kgw: measured.cell(`kgw-${mode}-${dir}`),
+          ...tenantCell(tenant, () => measured.cell(`tenant-${mode}-${dir}`)),
           direct: measured.cell(`direct-${dir}`),
           relay: measured.cell(`relay-${dir}`),
           upstream: upstreamCell(ctx, up[mode], () => measured.cell(`up-${mode}-${dir}`)),
@@ -144,6 +157,7 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
         targets: [{ kind: "upstream" }],
         cells: {
           kgw: cpuCell(cpu, `kgw-${mode}-${dir}`, ["server", "agent"]),
+          ...tenantCell(tenant, () => cpuCell(cpu, `tenant-${mode}-${dir}`, ["server", "agent"])),
           direct: { na: "no process in the middle" },
           relay: cpuCell(cpu, `relay-${dir}`, ["relay 1", "relay 2"]),
           upstream: upstreamCell(ctx, up[mode], () => cpuCell(cpu, `up-${mode}-${dir}`, ["server", "agent"])),
@@ -158,6 +172,7 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
     targets: [{ kind: "upstream" }],
     cells: {
       kgw: echo.cell("kgw-connect"),
+      ...tenantCell(tenant, () => echo.cell("tenant-connect")),
       direct: echo.cell("direct"),
       relay: echo.cell("relay"),
       upstream: upstreamCell(ctx, up.connect, () => echo.cell("up-connect")),
@@ -187,6 +202,7 @@ export const throughput = throughputScenario({
     "connection; CONNECT: one mTLS connection per tunnel. Also the round trip of a 9-byte PING and " +
     "its 1-byte answer on an open tunnel.",
   targets: [{ kind: "ratioToRelay", min: 0.5 }, { kind: "upstream" }],
+  tenantMode: true,
 });
 
 export const wan = throughputScenario({

@@ -1,8 +1,8 @@
 /**
- * Keeps the benchmark (bench/, `npm run bench`) from rotting: runs it with tiny sizes, two rounds
- * and no upstream column in a child process and checks that every scenario printed its table with
- * a figure for every round in every row, recorded the machine's other load per round, and left
- * each child's output in a file of its own. No timing assertions: CI machines are too noisy for
+ * Keeps the benchmark (bench/, `npm run bench`) from rotting: runs it with tiny sizes, two rounds,
+ * no upstream column and kgw in tenant mode in a child process and checks that every scenario
+ * printed its table with a figure for every round in every row, recorded the machine's other load
+ * per round, and left each child's output in a file of its own. No timing assertions: CI machines are too noisy for
  * them, and the figures belong to docs/PERFORMANCE.md, not to a test.
  */
 import { spawn } from "node:child_process";
@@ -12,13 +12,15 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import type { BenchResults, Cell } from "../../bench/harness/types.js";
-import { SYSTEMS } from "../../bench/harness/types.js";
+import { SYSTEMS, TENANT_SYSTEM } from "../../bench/harness/types.js";
 import { SCENARIOS } from "../../bench/scenarios/index.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 const RUN_MS = 110_000;
 /** Two, so that per-round ratios and ranges are exercised. */
 const ROUNDS = 2;
+/** The scenarios that measure kgw in tenant mode when asked (--tenant-mode). */
+const TENANT_SCENARIOS = ["throughput", "dial"];
 
 interface Run {
   code: number | null;
@@ -64,7 +66,7 @@ function runBench(args: string[]): Promise<Run> {
 const isFigure = (c: Cell | undefined) =>
   c !== undefined && typeof c.value === "number" && Number.isFinite(c.value);
 
-describe("npm run bench -- --quick --rounds 2 --upstream=off", () => {
+describe("npm run bench -- --quick --rounds 2 --upstream=off --tenant-mode", () => {
   const dir = mkdtempSync(path.join(tmpdir(), "kgw-bench-smoke-"));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -77,6 +79,7 @@ describe("npm run bench -- --quick --rounds 2 --upstream=off", () => {
         "--quick",
         `--rounds=${ROUNDS}`,
         "--upstream=off",
+        "--tenant-mode",
         "--json",
         json,
         "--out-dir",
@@ -91,6 +94,7 @@ describe("npm run bench -- --quick --rounds 2 --upstream=off", () => {
       expect(results.machine.cores, why).toBeGreaterThan(0);
       expect(results.outputDir).toBe(out);
       expect(run.stdout).toContain(`log verbosity: ${results.verbosity}`);
+      expect(run.stdout).toContain("tenant mode/kgw");
       expect(results.scenarios.map((s) => s.name)).toEqual(SCENARIOS.map((s) => s.name));
       for (const scenario of results.scenarios) {
         expect(scenario.error, `${scenario.name}: ${why}`).toBeUndefined();
@@ -120,6 +124,12 @@ describe("npm run bench -- --quick --rounds 2 --upstream=off", () => {
           }
           // Ours always has a figure (calibration rows may leave it to the baselines).
           if (scenario.name !== "calibration") expect(isFigure(row.cells.kgw), where).toBe(true);
+          // kgw in tenant mode: a figure per round where it is measured, absent elsewhere.
+          const tenant = row.cells[TENANT_SYSTEM];
+          if (TENANT_SCENARIOS.includes(scenario.name)) {
+            expect(isFigure(tenant), `${where} / ${TENANT_SYSTEM}`).toBe(true);
+            expect(tenant?.rounds, `${where} / ${TENANT_SYSTEM}`).toHaveLength(ROUNDS);
+          } else expect(tenant, where).toBeUndefined();
           expect(row.cells.upstream?.na, where).toBeTypeOf("string");
         }
       }
