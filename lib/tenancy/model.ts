@@ -8,6 +8,8 @@
  * file store and in DynamoDB, and readable by an operator.
  */
 
+import type { EgressPolicy } from "../egress/egress-policy.js";
+
 /**
  * "deleted" is a tombstone: the record stays (with no credentials) so that watchers see the
  * deletion as a change like any other, and so that versions keep increasing if the id is used
@@ -86,6 +88,11 @@ export interface TenantRecord {
   readonly agentCertificates: readonly AgentCertificate[];
   readonly callerTokens: readonly TokenCredential[];
   readonly callerCertificates: readonly CallerCertificate[];
+  /**
+   * Where the tenant's dials may go (lib/egress/egress-policy.ts). Records written before
+   * policies existed read as DEFAULT_EGRESS_POLICY.
+   */
+  readonly egress: EgressPolicy;
 }
 
 export type AnyCredential = TokenCredential | CertificateCredential;

@@ -7,6 +7,12 @@
  * (a new tenant starts from its tombstone's, or 0), and `updateTenant` writes the result as the
  * next version. So several operations compose into one write: create plus its first token.
  */
+import {
+  DEFAULT_EGRESS_POLICY,
+  type EgressPolicy,
+  EgressRuleError,
+  validateEgressPolicy,
+} from "../egress/egress-policy.js";
 import { inactiveSince, isUsable } from "./credential-status.js";
 import { InvalidTenantInputError, TenantExistsError, TenantNotFoundError } from "./errors.js";
 import {
@@ -57,6 +63,7 @@ export function createTenantRecord(
     agentCertificates: [],
     callerTokens: [],
     callerCertificates: [],
+    egress: DEFAULT_EGRESS_POLICY,
   };
 }
 
@@ -187,7 +194,24 @@ export function deleteTenantRecord(record: TenantRecord, now: Date): TenantRecor
     agentCertificates: [],
     callerTokens: [],
     callerCertificates: [],
+    egress: DEFAULT_EGRESS_POLICY,
   });
+}
+
+/**
+ * Replaces the tenant's egress policy; the rules are checked and stored in canonical form
+ * (throws InvalidTenantInputError naming the bad rule).
+ */
+export function setEgressPolicy(record: TenantRecord, policy: EgressPolicy, now: Date): TenantRecord {
+  const active = requireActive(record, record.id);
+  let egress: EgressPolicy;
+  try {
+    egress = validateEgressPolicy(policy);
+  } catch (err) {
+    if (err instanceof EgressRuleError) throw new InvalidTenantInputError(err.message);
+    throw err;
+  }
+  return next(active, now, { egress });
 }
 
 export function findCredential(

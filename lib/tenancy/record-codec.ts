@@ -5,6 +5,7 @@
  * parser is unsure of must fail closed, with an error that says where, not what the bytes were.
  * The one leniency is for lists added to the model later (ADDED_LISTS): absent reads as empty.
  */
+import { DEFAULT_EGRESS_POLICY, type EgressPolicy, validateEgressPolicy } from "../egress/egress-policy.js";
 import { InvalidTenantInputError, TenantStoreCorruptError } from "./errors.js";
 import { MAX_CREDENTIALS_PER_KIND, MAX_DISPLAY_NAME_LENGTH, MAX_RECORD_BYTES } from "./limits.js";
 import type {
@@ -43,6 +44,17 @@ const CREDENTIAL_LISTS = [
  */
 const ADDED_LISTS = ["agentCertificates"] as const satisfies readonly (keyof TenantRecord)[];
 
+/** The egress policy came later too: absent reads as the default, and the default is not written. */
+function isDefaultEgress(p: EgressPolicy): boolean {
+  const d = DEFAULT_EGRESS_POLICY;
+  return (
+    p.allowLoopback === d.allowLoopback &&
+    p.allowLinkLocal === d.allowLinkLocal &&
+    p.allow.length === d.allow.length &&
+    p.allow.every((r, i) => r === d.allow[i])
+  );
+}
+
 /** Serializes a record for storage; refuses (as bad input) one larger than MAX_RECORD_BYTES. */
 export function encodeTenantRecord(record: TenantRecord): string {
   // Validate what we are about to write with the same rules a reader applies: a record that could
@@ -51,6 +63,7 @@ export function encodeTenantRecord(record: TenantRecord): string {
   if (problem) throw new InvalidTenantInputError(`tenant record ${record.id}: ${problem}`);
   const stored: Record<string, unknown> = { schema: RECORD_SCHEMA, ...record };
   for (const key of ADDED_LISTS) if (record[key].length === 0) delete stored[key];
+  if (isDefaultEgress(record.egress)) delete stored.egress;
   const text = `${JSON.stringify(stored, null, 2)}\n`;
   if (Buffer.byteLength(text) > MAX_RECORD_BYTES) {
     throw new InvalidTenantInputError(`tenant record ${record.id} would exceed ${MAX_RECORD_BYTES} bytes`);
@@ -84,6 +97,7 @@ export function decodeTenantRecord(text: string, source: RecordSource): TenantRe
     throw corrupt(`unknown schema (this version reads schema ${RECORD_SCHEMA})`);
   const { schema: _schema, ...rest } = value;
   for (const key of ADDED_LISTS) if (!Object.hasOwn(rest, key)) rest[key] = [];
+  if (!Object.hasOwn(rest, "egress")) rest.egress = DEFAULT_EGRESS_POLICY;
   const problem = recordProblem(rest);
   if (problem) throw corrupt(problem);
   if (rest.id !== source.tenantId) throw corrupt("the record's id is not the tenant its location names");
@@ -101,6 +115,7 @@ function recordProblem(r: unknown): string | undefined {
     "createdAt",
     "updatedAt",
     ...CREDENTIAL_LISTS.map(([key]) => key),
+    "egress",
   ]);
   if (extra) return extra;
   if (!isValidTenantId(r.id)) return "invalid id";
@@ -108,6 +123,8 @@ function recordProblem(r: unknown): string | undefined {
   if (!isText(r.displayName, MAX_DISPLAY_NAME_LENGTH)) return "invalid displayName";
   if (!STATES.includes(r.state as TenantState)) return "invalid state";
   if (!isTime(r.createdAt) || !isTime(r.updatedAt)) return "invalid createdAt/updatedAt";
+  const egress = egressProblem(r.egress);
+  if (egress) return egress;
   // Ids are unique in the whole record, not only in their list: `revoke` takes an id alone.
   const ids = new Set<string>();
   for (const [key, holds] of CREDENTIAL_LISTS) {
@@ -124,6 +141,23 @@ function recordProblem(r: unknown): string | undefined {
       ids.add(id);
     }
   }
+  return undefined;
+}
+
+/** Only canonical policies are stored, so a reader never has to guess what a rule meant. */
+function egressProblem(e: unknown): string | undefined {
+  if (!isObject(e)) return "egress is not an object";
+  const extra = extraKeys(e, ["allow", "allowLoopback", "allowLinkLocal"]);
+  if (extra) return `egress: ${extra}`;
+  let canonical: EgressPolicy;
+  try {
+    canonical = validateEgressPolicy(e as unknown as EgressPolicy);
+  } catch (err) {
+    return (err as Error).message;
+  }
+  const given = e.allow as string[];
+  if (canonical.allow.length !== given.length || canonical.allow.some((r, i) => r !== given[i]))
+    return "egress: rules not in canonical form";
   return undefined;
 }
 
