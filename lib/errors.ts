@@ -114,6 +114,19 @@ export class ForbiddenError extends GatewayError {
   }
 }
 
+/**
+ * A tenant is at one of its quotas (lib/tenancy/quotas.ts): 429 on CONNECT, RESOURCE_EXHAUSTED
+ * on gRPC, a DIAL_RSP error to a gRPC caller's dial. `quota` names which, for metrics and audit.
+ */
+export class QuotaExceededError extends GatewayError {
+  constructor(
+    readonly quota: string,
+    message: string,
+  ) {
+    super("ERR_QUOTA", message);
+  }
+}
+
 /** No agent is connected that can serve the dial. */
 export class NoAgentError extends GatewayError {
   constructor(message = "no agent available") {

@@ -49,7 +49,17 @@ async function createTenant(
     "kgw-tenant-create",
     ctx.output.fileFor("kgw-tenant-create"),
     NODE,
-    [KGW_BIN, "tenant", "create", TENANT_ID, "--output=json", `--out=${path.join(dir, "bundle")}`],
+    // The backend is on 127.0.0.1, which a tenant's default egress policy refuses; this
+    // "cluster"'s operator allows it. Every rule of the default stays: each dial is judged as usual.
+    [
+      KGW_BIN,
+      "tenant",
+      "create",
+      TENANT_ID,
+      "--allow-loopback",
+      "--output=json",
+      `--out=${path.join(dir, "bundle")}`,
+    ],
     {
       KGW_TENANT_STORE_DIR: storeDir,
       KGW_CA_CERT: ctx.pki.files.caCert,

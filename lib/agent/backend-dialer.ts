@@ -18,6 +18,8 @@
  */
 import { EventEmitter } from "node:events";
 import type { Socket } from "node:net";
+import { EgressCache } from "../egress/egress-wire.js";
+import type { CompiledEgress } from "../egress/judge.js";
 import { DESTINATION_NOT_ALLOWED, DestinationNotAllowedError } from "../errors.js";
 import type { AgentMetrics } from "../metrics/agent-metrics.js";
 import type { Logger } from "../observability/logger.js";
@@ -77,6 +79,7 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
   private readonly connectSocket: SocketFactory;
   private readonly resolveHost: HostResolver;
   private readonly destinationPolicy: DestinationPolicy;
+  private readonly egressCache = new EgressCache();
   private ended = false;
 
   constructor(
@@ -189,6 +192,23 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
       this.dialFailed(random, address, parsed.error, "unknown");
       return;
     }
+    // The tenant's egress policy, when the server sent one: the target again (the server judged
+    // it too), then every address it resolves to. The agent's own policy applies as well.
+    let egress: CompiledEgress | null = null;
+    if (req.egress !== undefined) {
+      try {
+        egress = this.egressCache.get(req.egress);
+      } catch (err) {
+        // A policy we cannot read must not open the way: refuse the dial, keep the stream.
+        this.dialRefused(random, address, "", "bad_policy", (err as Error).message);
+        return;
+      }
+      const verdict = egress.judgeTarget(parsed.target.host, parsed.target.port);
+      if (!verdict.allowed) {
+        this.dialRefused(random, address, "", verdict.rule, verdict.reason);
+        return;
+      }
+    }
     const pending: PendingDial = {
       random,
       address,
@@ -204,7 +224,7 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
     };
     this.pending.set(random, pending);
     this.emit("load", this.load);
-    this.resolveThenConnect(pending, parsed.target).catch((err: Error) => {
+    this.resolveThenConnect(pending, parsed.target, egress).catch((err: Error) => {
       // Resolution failed (or an injected resolver, policy or socket factory threw).
       if (this.pending.get(random) !== pending) return;
       this.endPending(pending);
@@ -214,19 +234,28 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
   }
 
   /** Resolve, check every address against the policy, then connect to those addresses only. */
-  private async resolveThenConnect(pending: PendingDial, target: TcpTarget): Promise<void> {
+  private async resolveThenConnect(
+    pending: PendingDial,
+    target: TcpTarget,
+    egress: CompiledEgress | null,
+  ): Promise<void> {
     const { random, address } = pending;
     const addresses: ResolvedAddress[] = await this.resolveHost(target.host);
     if (addresses.length === 0) throw new Error(`lookup ${target.host}: no such host`);
     // Cancelled (DIAL_CLS), timed out, or the stream ended while resolving.
     if (this.pending.get(random) !== pending) return;
     for (const a of addresses) {
-      const verdict = this.destinationPolicy({ host: target.host, port: target.port, address: a.address });
-      if (!verdict.allowed) {
+      const dest = { host: target.host, port: target.port, address: a.address };
+      // The tenant's policy (when the server sent one) and the agent's own must both allow it.
+      const refused = [
+        egress?.judgeAddress(dest.host, dest.port, dest.address),
+        this.destinationPolicy(dest),
+      ].find((v) => v !== undefined && !v.allowed);
+      if (refused && !refused.allowed) {
         // One refused address refuses the dial: a name that resolves to metadata among other
         // addresses is not one a backend would have.
         this.endPending(pending);
-        this.dialRefused(random, address, a.address, verdict.rule, verdict.reason);
+        this.dialRefused(random, address, a.address, refused.rule, refused.reason);
         return;
       }
     }

@@ -12,6 +12,7 @@
 
 import { EventEmitter } from "node:events";
 import { status } from "@grpc/grpc-js";
+import { EGRESS_HEADER, EGRESS_V1 } from "../egress/egress-wire.js";
 import { ProtocolError } from "../errors.js";
 import type { AgentMetrics } from "../metrics/agent-metrics.js";
 import type { Logger } from "../observability/logger.js";
@@ -85,6 +86,8 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string]; l
     if (token) md[Header.authorization] = [BEARER_PREFIX + token];
     // Offer per-connection flow control; only our server answers it (lib/tunnel/flow-control.ts).
     md[FLOW_CONTROL_HEADER] = [CREDIT_FLOW_V1];
+    // Ask for each dial's egress policy, to judge what names resolve to (lib/egress/egress-wire.ts).
+    md[EGRESS_HEADER] = [EGRESS_V1];
 
     const opened = await openStream(endpoint, md, deps);
     const serverId = single(opened.headers, Header.serverId);

@@ -3,8 +3,12 @@
  * entrypoint calls `parseServerOptions(argv, env)` once and passes the plain object down.
  * Flag names follow upstream proxy-server where the meaning is the same.
  */
+
 import { randomUUID } from "node:crypto";
 import { ConfigError } from "../errors.js";
+import { type GatewayAddress, parseGatewayAddress } from "../tenancy/bundle/gateway-address.js";
+import { checkImage, checkNamespace, DEFAULT_NAMESPACE } from "../tenancy/manifest/input.js";
+import { type TenantQuotas, validateQuotas } from "../tenancy/quotas.js";
 import { isValidTenantId } from "../tenancy/tenant-id.js";
 import { LOGTOSTDERR_FLAG } from "./compat-flags.js";
 import { defineFlags, type FlagValues, formatHelp, parseFlags } from "./flags.js";
@@ -149,10 +153,60 @@ export const SERVER_FLAGS = defineFlags({
     default: 2_000,
     help: "With --tenant-store-dir: how often the store is re-read; a revoked credential is refused, and its live tunnels closed, within this interval plus one read.",
   },
+  "tenant-max-tunnels": {
+    kind: "int",
+    default: 1000,
+    help: "With --tenant-store-dir: tunnels a tenant may have open at once on this instance, unless its own quota says otherwise (kgw tenant quota).",
+  },
+  "tenant-dial-rate": {
+    kind: "int",
+    default: 100,
+    help: "With --tenant-store-dir: dials per second a tenant may sustain on this instance (default quota).",
+  },
+  "tenant-dial-burst": {
+    kind: "int",
+    default: 200,
+    help: "With --tenant-store-dir: dials a tenant may make at once above its rate (default quota).",
+  },
+  "tenant-max-agents": {
+    kind: "int",
+    default: 32,
+    help: "With --tenant-store-dir: agent streams a tenant may have connected to this instance (default quota).",
+  },
   "uds-tenant": {
     kind: "string",
     default: "",
     help: "With --tenant-store-dir and --uds-name: the tenant whose kube-apiserver the Unix socket serves (the socket carries no credential).",
+  },
+  "install-gateway-address": {
+    kind: "string",
+    default: "",
+    help: "With --tenant-store-dir: serve the one-line agent install (GET /v1/install/<token>.yaml on --agent-port); host:port the installed agents dial, as the gateway's serving certificate names it. Off when empty.",
+  },
+  "install-ca-bundle": {
+    kind: "string",
+    default: "",
+    help: "With --install-gateway-address: the CA bundle (PEM) installed agents verify the gateway with (default: --tenant-ca-cert).",
+  },
+  "install-agent-image": {
+    kind: "string",
+    default: "",
+    help: "With --install-gateway-address: the installed agent's image, with a tag or digest (default: this version's kgw image).",
+  },
+  "install-namespace": {
+    kind: "string",
+    default: DEFAULT_NAMESPACE,
+    help: "With --install-gateway-address: the namespace of the installed agent's objects.",
+  },
+  "audit-log": {
+    kind: "string",
+    default: "",
+    help: "Write one JSON audit record per dial to this file (appended, created 0600, reopened on SIGHUP), or to stdout with -. Off when empty.",
+  },
+  "tenant-metrics-limit": {
+    kind: "int",
+    default: 1000,
+    help: 'Tenants with their own label in the kgw_tenant_* metrics; the rest are counted as tenant="_other" (0: all of them).',
   },
   "log-level": {
     kind: "string",
@@ -210,6 +264,10 @@ export interface ServerOptions {
   backendDialTimeoutMs: number;
   proxyStrategies: ProxyStrategy[];
   logLevel: LogLevel;
+  /** Where audit records go: a file, "-" for stdout, or null for nowhere (the default). */
+  auditLog: string | null;
+  /** Tenants labelled by id in kgw_tenant_* metrics; beyond, tenant="_other". */
+  tenantMetricsLimit: number;
   /** Hosted mode (--tenant-store-dir); null for the single-tenant drop-in. */
   tenancy: TenancyOptions | null;
 }
@@ -221,7 +279,28 @@ export interface TenancyOptions {
   watchIntervalMs: number;
   /** The tenant of callers on the Unix socket; null when there is no socket. */
   udsTenant: string | null;
+  /** Every tenant's quotas unless its record sets its own (lib/tenancy/quotas.ts). */
+  defaultQuotas: Required<TenantQuotas>;
+  /** The one-line install route (lib/server/install/); null: off. */
+  install: InstallOptions | null;
 }
+
+/** What the install route's manifests hold besides the tenant and its token. */
+export interface InstallOptions {
+  /** What the installed agents dial (--install-gateway-address). */
+  gateway: GatewayAddress;
+  /** File with the CA bundle they verify the gateway with (read and checked at start). */
+  caBundle: string;
+  /** undefined: the kgw agent image of this version. */
+  image: string | undefined;
+  namespace: string;
+}
+
+/**
+ * Each labelled tenant is about a dozen series (kgw_tenant_*); past this many tenants one
+ * instance would cost a Prometheus more than the rest of the fleet's metrics together.
+ */
+const MAX_TENANT_METRICS_LIMIT = 100_000;
 
 /** Faster polling buys little and costs a store read per interval per instance. */
 const MIN_WATCH_INTERVAL_MS = 200;
@@ -296,6 +375,9 @@ export function parseServerOptions(
   for (const name of ["max-tls-handshakes", "max-tls-handshakes-per-source"] as const) {
     if (f[name] < 0) throw new ConfigError(`--${name} must not be negative`);
   }
+  if (f["tenant-metrics-limit"] < 0 || f["tenant-metrics-limit"] > MAX_TENANT_METRICS_LIMIT) {
+    throw new ConfigError(`--tenant-metrics-limit must be between 0 and ${MAX_TENANT_METRICS_LIMIT}`);
+  }
 
   return {
     help: false,
@@ -339,6 +421,8 @@ export function parseServerOptions(
       backendDialTimeoutMs: f["backend-dial-timeout"],
       proxyStrategies: strategies as ProxyStrategy[],
       logLevel: parseLogLevel(f["log-level"]),
+      auditLog: f["audit-log"] || null,
+      tenantMetricsLimit: f["tenant-metrics-limit"],
       tenancy,
     },
   };
@@ -384,8 +468,68 @@ function checkSingleTenantAuth(f: ServerFlagValues): void {
  * Hosted mode: every credential comes from the tenant store, so the flags that configure the
  * drop-in's own credentials would be a second, unscoped way in and are refused.
  */
+/** A quota default out of bounds reads as the flag it came from. */
+function asConfigError<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    const m = (err as Error).message.replace(
+      /^quota (maxTunnels|dialsPerSecond|dialBurst|maxAgents)/,
+      (_all, name: string) => `--${QUOTA_FLAGS[name as keyof typeof QUOTA_FLAGS]}`,
+    );
+    throw new ConfigError(m);
+  }
+}
+
+const QUOTA_FLAGS = {
+  maxTunnels: "tenant-max-tunnels",
+  dialsPerSecond: "tenant-dial-rate",
+  dialBurst: "tenant-dial-burst",
+  maxAgents: "tenant-max-agents",
+} as const;
+
+const INSTALL_FLAGS = [
+  "install-gateway-address",
+  "install-ca-bundle",
+  "install-agent-image",
+  "install-namespace",
+] as const;
+
+/** The install route is off unless its address is given: nothing is served by surprise. */
+function parseInstall(f: ServerFlagValues): InstallOptions | null {
+  if (!f["install-gateway-address"]) {
+    const stray = INSTALL_FLAGS.find((flag) => flag !== "install-namespace" && f[flag]);
+    if (stray || f["install-namespace"] !== DEFAULT_NAMESPACE) {
+      throw new ConfigError(`--${stray ?? "install-namespace"} needs --install-gateway-address`);
+    }
+    return null;
+  }
+  const gateway = parseGatewayAddress(f["install-gateway-address"]);
+  if ("error" in gateway) throw new ConfigError(`--install-gateway-address: ${gateway.error}`);
+  const asConfig = <T>(flag: string, fn: () => T): T => {
+    try {
+      return fn();
+    } catch (err) {
+      throw new ConfigError(`--${flag}: ${(err as { reason?: string }).reason ?? (err as Error).message}`);
+    }
+  };
+  return {
+    gateway,
+    caBundle: f["install-ca-bundle"] || f["tenant-ca-cert"],
+    image: f["install-agent-image"]
+      ? asConfig("install-agent-image", () => checkImage(f["install-agent-image"]))
+      : undefined,
+    namespace: asConfig("install-namespace", () => checkNamespace(f["install-namespace"])),
+  };
+}
+
 function parseTenancy(f: ServerFlagValues): TenancyOptions | null {
-  if (!f["tenant-store-dir"]) return null;
+  if (!f["tenant-store-dir"]) {
+    const stray = INSTALL_FLAGS.find((flag) => flag !== "install-namespace" && f[flag]);
+    if (stray)
+      throw new ConfigError(`--${stray} needs --tenant-store-dir (the install route serves tenants)`);
+    return null;
+  }
   const conflicting = [
     "agent-token",
     "agent-token-file",
@@ -421,7 +565,17 @@ function parseTenancy(f: ServerFlagValues): TenancyOptions | null {
       `--tenant-watch-interval must be between ${MIN_WATCH_INTERVAL_MS}ms and ${MAX_WATCH_INTERVAL_MS / 1000}s`,
     );
   }
+  const defaultQuotas = asConfigError(() =>
+    validateQuotas({
+      maxTunnels: f["tenant-max-tunnels"],
+      dialsPerSecond: f["tenant-dial-rate"],
+      dialBurst: f["tenant-dial-burst"],
+      maxAgents: f["tenant-max-agents"],
+    }),
+  ) as Required<TenantQuotas>;
   return {
+    defaultQuotas,
+    install: parseInstall(f),
     storeDir: f["tenant-store-dir"],
     caCert: f["tenant-ca-cert"],
     watchIntervalMs: interval,

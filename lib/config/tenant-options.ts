@@ -4,15 +4,32 @@
  * and hands the plain object to lib/tenancy/cli.
  */
 import path from "node:path";
+import { DEFAULT_EGRESS_POLICY, type EgressPolicy, validateEgressPolicy } from "../egress/egress-policy.js";
 import { ConfigError } from "../errors.js";
 import type { UdsProxyProtocol } from "../tenancy/bundle/egress-selector.js";
 import { type GatewayAddress, parseGatewayAddress } from "../tenancy/bundle/gateway-address.js";
+import {
+  DEFAULT_INSTALL_TOKEN_TTL_MS,
+  MAX_INSTALL_TOKEN_TTL_MS,
+  MIN_INSTALL_TOKEN_TTL_MS,
+} from "../tenancy/install/install-tokens.js";
 import {
   DEFAULT_CERT_VALIDITY_MS,
   DEFAULT_ROTATION_GRACE_MS,
   MAX_ROTATION_GRACE_MS,
 } from "../tenancy/limits.js";
+import { DEFAULT_KGW_AGENT_IMAGE, DEFAULT_UPSTREAM_AGENT_IMAGE } from "../tenancy/manifest/images.js";
+import {
+  type AgentFlavor,
+  checkFlavor,
+  checkImage,
+  checkNamespace,
+  checkReplicas,
+  DEFAULT_NAMESPACE,
+  DEFAULT_REPLICAS,
+} from "../tenancy/manifest/input.js";
 import { CREDENTIAL_KINDS, type CredentialKind } from "../tenancy/model.js";
+import { type QuotaName, validateQuotas } from "../tenancy/quotas.js";
 import { checkTenantId } from "../tenancy/tenant-id.js";
 import { defineFlags, formatHelp, parseFlags } from "./flags.js";
 
@@ -65,13 +82,13 @@ export const TENANT_FLAGS = defineFlags({
   "gateway-address": {
     kind: "string",
     default: "",
-    help: "host:port kube-apiserver dials (must match the gateway's serving certificate).",
+    help: "host:port kube-apiserver (and, in a manifest, the agent) dials (must match the gateway's serving certificate).",
     env: "KGW_GATEWAY_ADDRESS",
   },
   out: {
     kind: "string",
     default: "",
-    help: "Directory the bundle is written to (default ./kgw-bundle-<tenant>; an agent bundle ./kgw-agent-bundle-<tenant>).",
+    help: "Directory the bundle is written to (default ./kgw-bundle-<tenant>; an agent bundle ./kgw-agent-bundle-<tenant>); manifest: the YAML file, written 0600 (default: standard output).",
   },
   "mount-dir": {
     kind: "string",
@@ -93,10 +110,75 @@ export const TENANT_FLAGS = defineFlags({
     default: DEFAULT_CERT_VALIDITY_MS,
     help: "Validity of a caller or agent certificate (capped at the CA's own expiry).",
   },
+  "agent-flavor": {
+    kind: "string",
+    default: "kgw",
+    help: "manifest: which agent the Deployment runs: kgw (ours) or upstream (proxy-agent).",
+  },
+  "agent-image": {
+    kind: "string",
+    default: "",
+    help: `manifest: the agent's image, with a tag or digest (default ${DEFAULT_KGW_AGENT_IMAGE}; upstream flavor ${DEFAULT_UPSTREAM_AGENT_IMAGE}).`,
+  },
+  namespace: {
+    kind: "string",
+    default: DEFAULT_NAMESPACE,
+    help: "manifest: namespace of the agent's objects.",
+  },
+  replicas: { kind: "int", default: DEFAULT_REPLICAS, help: "manifest: replicas of the agent's Deployment." },
+  "max-tunnels": { kind: "int", default: 0, help: "quota: tunnels open at once (0: the server's default)." },
+  "dial-rate": {
+    kind: "int",
+    default: 0,
+    help: "quota: dials per second, sustained (0: the server's default).",
+  },
+  "dial-burst": {
+    kind: "int",
+    default: 0,
+    help: "quota: dials at once above the rate (0: the server's default).",
+  },
+  "max-agents": { kind: "int", default: 0, help: "quota: agent streams at once (0: the server's default)." },
+  set: {
+    kind: "bool",
+    default: false,
+    help: "policy: replace the egress policy with the RULEs given (none: allow nothing).",
+  },
+  default: { kind: "bool", default: false, help: "policy: reset the egress policy to the default." },
+  "allow-loopback": {
+    kind: "bool",
+    default: false,
+    help: "policy --set, create: let dials reach the agent host's loopback addresses.",
+  },
+  "allow-link-local": {
+    kind: "bool",
+    default: false,
+    help: "policy --set, create: let dials reach link-local addresses, cloud metadata services included.",
+  },
+  ttl: {
+    kind: "duration",
+    default: DEFAULT_INSTALL_TOKEN_TTL_MS,
+    help: "install-token: how long the install link works (at most 30 days, 720h).",
+  },
+  reusable: {
+    kind: "bool",
+    default: false,
+    help: "install-token: the link works until it expires, not only for its first fetch (each fetch mints a new agent token).",
+  },
 });
 
 type FlagName = keyof typeof TENANT_FLAGS;
-export type TenantSubcommand = "create" | "list" | "show" | "rotate" | "revoke" | "delete" | "bundle";
+export type TenantSubcommand =
+  | "create"
+  | "list"
+  | "show"
+  | "rotate"
+  | "revoke"
+  | "delete"
+  | "bundle"
+  | "manifest"
+  | "install-token"
+  | "policy"
+  | "quota";
 export type OutputFormat = "text" | "json";
 
 const BUNDLE_FLAGS: readonly FlagName[] = [
@@ -114,29 +196,65 @@ const BUNDLE_FLAGS: readonly FlagName[] = [
 /** Bundle flags that only the caller bundle (kube-apiserver's egress configuration) uses. */
 const CALLER_ONLY_BUNDLE_FLAGS: readonly FlagName[] = ["gateway-address", "uds-name", "uds-proxy-protocol"];
 
-const SUBCOMMANDS: Record<TenantSubcommand, { args: string[]; summary: string; flags: readonly FlagName[] }> =
-  {
-    create: {
-      args: ["TENANT"],
-      summary: "create a tenant; prints its agent token once and writes its caller bundle",
-      flags: ["display-name", "caller-token", "bundle", ...BUNDLE_FLAGS],
-    },
-    list: { args: [], summary: "list tenants (no secrets)", flags: ["all"] },
-    show: { args: ["TENANT"], summary: "show a tenant and its credentials (no secrets)", flags: [] },
-    rotate: {
-      args: ["TENANT"],
-      summary:
-        "issue a new credential (a certificate as a bundle); the old ones of that kind stay valid for --grace",
-      flags: ["credential", "grace", ...BUNDLE_FLAGS],
-    },
-    revoke: { args: ["TENANT", "CREDENTIAL_ID"], summary: "refuse a credential from now on", flags: [] },
-    delete: { args: ["TENANT"], summary: "delete a tenant: all its credentials stop working", flags: [] },
-    bundle: {
-      args: ["TENANT"],
-      summary: "issue a caller certificate and write the control plane's bundle",
-      flags: BUNDLE_FLAGS,
-    },
-  };
+const SUBCOMMANDS: Record<
+  TenantSubcommand,
+  { args: string[]; summary: string; flags: readonly FlagName[]; moreArgs?: true }
+> = {
+  create: {
+    args: ["TENANT"],
+    summary: "create a tenant; prints its agent token once and writes its caller bundle",
+    flags: ["display-name", "caller-token", "bundle", "allow-loopback", "allow-link-local", ...BUNDLE_FLAGS],
+  },
+  list: { args: [], summary: "list tenants (no secrets)", flags: ["all"] },
+  show: { args: ["TENANT"], summary: "show a tenant and its credentials (no secrets)", flags: [] },
+  rotate: {
+    args: ["TENANT"],
+    summary:
+      "issue a new credential (a certificate as a bundle); the old ones of that kind stay valid for --grace",
+    flags: ["credential", "grace", ...BUNDLE_FLAGS],
+  },
+  revoke: { args: ["TENANT", "CREDENTIAL_ID"], summary: "refuse a credential from now on", flags: [] },
+  delete: { args: ["TENANT"], summary: "delete a tenant: all its credentials stop working", flags: [] },
+  bundle: {
+    args: ["TENANT"],
+    summary: "issue a caller certificate and write the control plane's bundle",
+    flags: BUNDLE_FLAGS,
+  },
+  manifest: {
+    args: ["TENANT"],
+    summary:
+      "print the agent's Kubernetes manifest (kubectl apply -f); mints a new agent token for it, since stored tokens are hashed and cannot be printed again (the other agent tokens stay valid)",
+    flags: [
+      "ca-cert",
+      "server-ca-bundle",
+      "gateway-address",
+      "out",
+      "agent-flavor",
+      "agent-image",
+      "namespace",
+      "replicas",
+    ],
+  },
+  "install-token": {
+    args: ["TENANT"],
+    summary:
+      "issue an install link and print the one line that installs the agent (kubectl apply -f https://<gateway>/v1/install/<token>.yaml); single use unless --reusable, valid for --ttl",
+    flags: ["ttl", "reusable", "gateway-address", "server-ca-bundle", "ca-cert"],
+  },
+  policy: {
+    args: ["TENANT"],
+    moreArgs: true,
+    summary:
+      "show the tenant's egress policy; with --set RULE..., replace it (rules: 10.0.0.0/8, 10.0.0.0/8:443,10250, [fd00::/8]:443, *.svc.cluster.local:443, *); --default resets it",
+    flags: ["set", "default", "allow-loopback", "allow-link-local"],
+  },
+  quota: {
+    args: ["TENANT"],
+    summary:
+      "show the tenant's quota overrides; --max-tunnels, --dial-rate, --dial-burst, --max-agents set them per instance (0: back to the server's default)",
+    flags: ["max-tunnels", "dial-rate", "dial-burst", "max-agents"],
+  },
+};
 const COMMON_FLAGS: readonly FlagName[] = ["store-dir", "output"];
 
 /** What issuing a tenant certificate and writing it out takes, for either role. */
@@ -160,6 +278,34 @@ export interface BundleSettings extends CertificateSettings {
 /** The agent bundle: a certificate for the tenant's agents, its key and the gateway's CA. */
 export type AgentBundleSettings = CertificateSettings;
 
+/** The agent manifest (lib/tenancy/manifest): everything but the token, which is minted for it. */
+export interface ManifestSettings {
+  /** File with the CA bundle the agent verifies the gateway with (--server-ca-bundle or --ca-cert). */
+  caBundle: string;
+  caBundleFlag: "--server-ca-bundle" | "--ca-cert";
+  gateway: GatewayAddress;
+  /** null: standard output. */
+  outFile: string | null;
+  flavor: AgentFlavor;
+  /** undefined: the flavor's default image. */
+  image: string | undefined;
+  namespace: string;
+  replicas: number;
+}
+
+/** `install-token`: the link's lifetime and use, and what the printed line needs. */
+export interface InstallTokenSettings {
+  ttlMs: number;
+  singleUse: boolean;
+  /** The gateway's public address: the host of the install URL (the gateway port serves it). */
+  gateway: GatewayAddress;
+  /**
+   * The CA file for the `curl --cacert` variant, for a gateway whose certificate is not publicly
+   * trusted (--server-ca-bundle, else --ca-cert); null: only the kubectl line is printed.
+   */
+  caBundle: string | null;
+}
+
 interface Common {
   storeDir: string;
   output: OutputFormat;
@@ -172,6 +318,8 @@ export type TenantCommand =
       displayName: string | undefined;
       callerToken: boolean;
       bundle: BundleSettings | null;
+      /** The default egress policy with --allow-loopback / --allow-link-local, or null: the default. */
+      egress: EgressPolicy | null;
     })
   | (Common & { name: "list"; all: boolean })
   | (Common & { name: "show"; tenantId: string })
@@ -187,7 +335,13 @@ export type TenantCommand =
     })
   | (Common & { name: "revoke"; tenantId: string; credentialId: string })
   | (Common & { name: "delete"; tenantId: string })
-  | (Common & { name: "bundle"; tenantId: string; bundle: BundleSettings });
+  | (Common & { name: "bundle"; tenantId: string; bundle: BundleSettings })
+  | (Common & { name: "manifest"; tenantId: string; manifest: ManifestSettings })
+  | (Common & { name: "install-token"; tenantId: string; install: InstallTokenSettings })
+  /** `change`: null shows the policy; "default" resets it; a policy replaces it. */
+  | (Common & { name: "policy"; tenantId: string; change: EgressPolicy | "default" | null })
+  /** `changes`: the quotas given (null: back to the server's default); empty shows them. */
+  | (Common & { name: "quota"; tenantId: string; changes: Partial<Record<QuotaName, number | null>> });
 
 export type ParsedTenantCommand = { help: true; text: string } | { help: false; command: TenantCommand };
 
@@ -212,7 +366,7 @@ export function parseTenantCommand(
       throw new ConfigError(`--${flag} does not apply to kgw tenant ${name}`);
     }
   }
-  if (args.length !== spec.args.length) {
+  if (spec.moreArgs ? args.length < spec.args.length : args.length !== spec.args.length) {
     throw new ConfigError(`usage: kgw tenant ${name} ${spec.args.join(" ")}`.trimEnd());
   }
   const f = parsed.values;
@@ -233,6 +387,14 @@ export function parseTenantCommand(
         displayName: f["display-name"] === "" ? undefined : f["display-name"],
         callerToken: f["caller-token"],
         bundle: f.bundle ? bundle(id) : null,
+        egress:
+          f["allow-loopback"] || f["allow-link-local"]
+            ? {
+                ...DEFAULT_EGRESS_POLICY,
+                allowLoopback: f["allow-loopback"],
+                allowLinkLocal: f["allow-link-local"],
+              }
+            : null,
       });
     }
     case "list":
@@ -275,7 +437,65 @@ export function parseTenantCommand(
       const id = tenantId();
       return ok({ ...common, name, tenantId: id, bundle: bundle(id) });
     }
+    case "manifest":
+      return ok({ ...common, name, tenantId: tenantId(), manifest: manifestSettings(f) });
+    case "install-token":
+      return ok({ ...common, name, tenantId: tenantId(), install: installTokenSettings(f) });
+    case "quota": {
+      const changes: Partial<Record<QuotaName, number | null>> = {};
+      for (const [flag, quota] of QUOTA_FLAGS) {
+        if (!parsed.onCommandLine.has(flag)) continue;
+        const v = f[flag];
+        changes[quota] = v === 0 ? null : v;
+      }
+      // Checked here, so bad input is a usage error before the store is opened.
+      asConfig(() =>
+        validateQuotas(Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== null))),
+      );
+      return ok({ ...common, name, tenantId: tenantId(), changes });
+    }
+    case "policy":
+      return ok({
+        ...common,
+        name,
+        tenantId: tenantId(),
+        change: policyChange(f, args.slice(1), parsed.onCommandLine),
+      });
   }
+}
+
+const QUOTA_FLAGS = [
+  ["max-tunnels", "maxTunnels"],
+  ["dial-rate", "dialsPerSecond"],
+  ["dial-burst", "dialBurst"],
+  ["max-agents", "maxAgents"],
+] as const satisfies readonly (readonly [FlagName, QuotaName])[];
+
+/** What `policy` is to do: nothing (show), reset, or replace with rules checked here already. */
+function policyChange(
+  f: Values,
+  rules: readonly string[],
+  given: ReadonlySet<string>,
+): EgressPolicy | "default" | null {
+  const flagsForSet = (["allow-loopback", "allow-link-local"] as const).filter((x) => given.has(x));
+  if (f.default) {
+    if (f.set || rules.length > 0 || flagsForSet.length > 0)
+      throw new ConfigError("--default takes no rules and no other policy flags");
+    return "default";
+  }
+  if (!f.set) {
+    if (rules.length > 0)
+      throw new ConfigError("rules are given with --set (which replaces the whole policy)");
+    if (flagsForSet.length > 0) throw new ConfigError(`--${flagsForSet[0]} applies with --set`);
+    return null;
+  }
+  return asConfig(() =>
+    validateEgressPolicy({
+      allow: rules,
+      allowLoopback: f["allow-loopback"],
+      allowLinkLocal: f["allow-link-local"],
+    }),
+  );
 }
 
 function ok(command: TenantCommand): ParsedTenantCommand {
@@ -306,6 +526,58 @@ function bundleSettings(f: Values, tenantId: string): BundleSettings {
     gateway,
     udsName: absolutePosixPath(f["uds-name"], "--uds-name"),
     udsProxyProtocol: protocol,
+  };
+}
+
+/**
+ * The manifest's settings, all checked here (with the generator's own checks) so that a bad flag
+ * is refused before a token is minted. It needs the CA bundle but not the CA key: it issues no
+ * certificate.
+ */
+function manifestSettings(f: Values): ManifestSettings {
+  const caFlag = f["server-ca-bundle"] ? "--server-ca-bundle" : "--ca-cert";
+  const caBundle = f["server-ca-bundle"] || f["ca-cert"];
+  if (!caBundle) {
+    throw new ConfigError(
+      "a manifest needs the CA bundle that verifies the gateway: --server-ca-bundle or --ca-cert (or $KGW_CA_CERT)",
+    );
+  }
+  if (!f["gateway-address"]) {
+    throw new ConfigError("a manifest needs --gateway-address host:port (or $KGW_GATEWAY_ADDRESS)");
+  }
+  const gateway = parseGatewayAddress(f["gateway-address"]);
+  if ("error" in gateway) throw new ConfigError(`--gateway-address: ${gateway.error}`);
+  return {
+    caBundle: requirePath(caBundle, caFlag),
+    caBundleFlag: caFlag,
+    gateway,
+    outFile: f.out === "" ? null : requirePath(f.out, "--out"),
+    flavor: asConfig(() => checkFlavor(f["agent-flavor"])),
+    image: f["agent-image"] === "" ? undefined : asConfig(() => checkImage(f["agent-image"])),
+    namespace: asConfig(() => checkNamespace(f.namespace)),
+    replicas: asConfig(() => checkReplicas(f.replicas)),
+  };
+}
+
+/** Checked here, so a bad --ttl or address is a usage error before anything is written. */
+function installTokenSettings(f: Values): InstallTokenSettings {
+  if (f.ttl < MIN_INSTALL_TOKEN_TTL_MS || f.ttl > MAX_INSTALL_TOKEN_TTL_MS) {
+    throw new ConfigError(`--ttl must be between 1s and ${MAX_INSTALL_TOKEN_TTL_MS / 3_600_000}h (30 days)`);
+  }
+  if (!f["gateway-address"]) {
+    throw new ConfigError(
+      "an install line needs the gateway's public address: --gateway-address host:port (or $KGW_GATEWAY_ADDRESS)",
+    );
+  }
+  const gateway = parseGatewayAddress(f["gateway-address"]);
+  if ("error" in gateway) throw new ConfigError(`--gateway-address: ${gateway.error}`);
+  const caFlag = f["server-ca-bundle"] ? "--server-ca-bundle" : "--ca-cert";
+  const caBundle = f["server-ca-bundle"] || f["ca-cert"];
+  return {
+    ttlMs: f.ttl,
+    singleUse: !f.reusable,
+    gateway,
+    caBundle: caBundle ? requirePath(caBundle, caFlag) : null,
   };
 }
 

@@ -21,6 +21,8 @@ export type StreamSegment = "from_client" | "to_client" | "from_agent" | "to_age
 
 export class ServerMetrics {
   readonly registry = new Registry();
+  /** Brings the kgw_tenant_* series up to date when the registry is read (tenant-metrics.ts). */
+  private tenantCollect: () => void = () => {};
 
   readonly dialDuration = new Histogram({
     name: `${NS}_dial_duration_seconds`,
@@ -114,6 +116,20 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  readonly quotaRefusals = new Counter({
+    name: "kgw_server_quota_refusals_total",
+    help: "Dials and agent streams refused because their tenant was at a quota, by quota (maxTunnels, dialsPerSecond, maxAgents).",
+    labelNames: ["quota"] as const,
+    registers: [this.registry],
+  });
+
+  readonly egressRefusals = new Counter({
+    name: "kgw_server_egress_refusals_total",
+    help: "Dials the server refused by their tenant's egress policy before forwarding, by the rule that refused them (loopback, link_local, no_rule, no_tenant).",
+    labelNames: ["rule"] as const,
+    registers: [this.registry],
+  });
+
   readonly revokedStreams = new Counter({
     name: "kgw_server_revoked_streams_total",
     help: "Agent streams, frontend calls and CONNECT tunnels closed because the credential that opened them was revoked, expired or its tenant deleted, by role.",
@@ -127,6 +143,14 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  /** GET /v1/install/<token>.yaml on the gateway port (lib/server/install/install-route.ts). */
+  readonly installRequests = new Counter({
+    name: "kgw_server_install_requests_total",
+    help: "Agent manifest fetches by outcome: ok, not_found, gone, bad_request, busy, error.",
+    labelNames: ["outcome"] as const,
+    registers: [this.registry],
+  });
+
   readonly tunnelBytes = new TalliedCounter<"direction">({
     name: "kgw_server_tunnel_bytes_total",
     help: "Bytes carried through tunnels, by direction (to_agent, to_client).",
@@ -135,4 +159,57 @@ export class ServerMetrics {
   });
   readonly bytesToAgent = this.tunnelBytes.slot({ direction: "to_agent" });
   readonly bytesToClient = this.tunnelBytes.slot({ direction: "to_client" });
+
+  // Per tenant: the first --tenant-metrics-limit tenants are labelled with their id, the rest
+  // are summed under tenant="_other" (lib/server/audit/tenant-metrics.ts). In the drop-in, the
+  // tenant is "default".
+
+  readonly tenantDials = new Counter({
+    name: "kgw_tenant_dials_total",
+    help: 'Dials by tenant and outcome (ok, broken, refused, denied, unavailable, timeout, cancelled, failed); tenants beyond --tenant-metrics-limit are counted as tenant="_other".',
+    labelNames: ["tenant", "outcome"] as const,
+    registers: [this.registry],
+    collect: () => this.tenantCollect(),
+  });
+
+  readonly tenantBytes = new Counter({
+    name: "kgw_tenant_bytes_total",
+    help: "Bytes carried through a tenant's tunnels, by direction (to_agent: from the caller; to_client: to the caller).",
+    labelNames: ["tenant", "direction"] as const,
+    registers: [this.registry],
+    collect: () => this.tenantCollect(),
+  });
+
+  readonly tenantTunnelsOpen = new Gauge({
+    name: "kgw_tenant_tunnels_open",
+    help: "Tunnels established and open now, by tenant.",
+    labelNames: ["tenant"] as const,
+    registers: [this.registry],
+    collect: () => this.tenantCollect(),
+  });
+
+  readonly tenantAgents = new Gauge({
+    name: "kgw_tenant_agents",
+    help: "Agents connected to this instance, by tenant.",
+    labelNames: ["tenant"] as const,
+    registers: [this.registry],
+    collect: () => this.tenantCollect(),
+  });
+
+  readonly auditDroppedRecords = new Counter({
+    name: "kgw_server_audit_dropped_records_total",
+    help: "Audit records dropped because the audit log fell too far behind (its buffer was full).",
+    registers: [this.registry],
+  });
+
+  readonly auditWriteErrors = new Counter({
+    name: "kgw_server_audit_write_errors_total",
+    help: "Failed writes to the audit log (the records stay buffered and are retried, up to the buffer's bound).",
+    registers: [this.registry],
+  });
+
+  /** Sets what brings the kgw_tenant_* series up to date before each read (one per registry). */
+  onTenantCollect(collect: () => void): void {
+    this.tenantCollect = collect;
+  }
 }

@@ -36,6 +36,10 @@ const PAYLOAD_FIELD: Readonly<Record<number, number>> = {
   [PacketType.KGW_CREDIT]: 100,
 };
 
+/** DialRequest.egress, our extension: field 100, length-delimited (a two-byte tag). */
+const EGRESS_FIELD = 100;
+const EGRESS_TAG = (EGRESS_FIELD << 3) | WIRE_LEN;
+
 function encodeBody(packet: Exclude<Packet, { type: "unknown" }>, w: Writer | null): number {
   // One function computes the size (w === null) and writes (w !== null) so the two can never
   // disagree about which fields are present.
@@ -43,12 +47,19 @@ function encodeBody(packet: Exclude<Packet, { type: "unknown" }>, w: Writer | nu
     case PacketType.DIAL_REQ: {
       const p = Buffer.byteLength(packet.protocol);
       const a = Buffer.byteLength(packet.address);
+      const e = packet.egress === undefined ? 0 : Buffer.byteLength(packet.egress);
       if (w) {
         w.stringField(0x0a, packet.protocol, p);
         w.stringField(0x12, packet.address, a);
         w.int64Field(0x18, packet.random);
+        if (e !== 0) {
+          w.varint(EGRESS_TAG);
+          w.varint(e);
+          w.pos += w.buf.write(packet.egress as string, w.pos, e, "utf8");
+        }
       }
-      return lenFieldSize(p) + lenFieldSize(a) + int64FieldSize(packet.random);
+      const egressSize = e === 0 ? 0 : varintSize(EGRESS_TAG) + varintSize(e) + e;
+      return lenFieldSize(p) + lenFieldSize(a) + int64FieldSize(packet.random) + egressSize;
     }
     case PacketType.DIAL_RSP: {
       const e = Buffer.byteLength(packet.error);
@@ -148,11 +159,17 @@ function decodeBody(type: PacketType, r: Reader): Packet {
   let i2 = 0n;
   let i3 = 0n;
   let bytes: Uint8Array = EMPTY;
+  let egress: string | undefined;
   // Field layout per message (see konnectivity.proto): which field number carries what.
   while (r.pos < r.end) {
     const tag = r.uint32();
     const field = tag >>> 3;
     const wire = tag & 7;
+    if (field === EGRESS_FIELD && type === PacketType.DIAL_REQ) {
+      expectWireType(wire, WIRE_LEN, "egress");
+      egress = r.string();
+      continue;
+    }
     switch (field > 3 ? 0 : type === PacketType.DATA ? field + 10 : field) {
       case 1:
         if (type === PacketType.CLOSE_REQ || type === PacketType.DIAL_CLS || type === PacketType.KGW_CREDIT) {
@@ -209,7 +226,9 @@ function decodeBody(type: PacketType, r: Reader): Packet {
   }
   switch (type) {
     case PacketType.DIAL_REQ:
-      return { type, protocol: s1, address: s2, random: i3 };
+      return egress === undefined
+        ? { type, protocol: s1, address: s2, random: i3 }
+        : { type, protocol: s1, address: s2, random: i3, egress };
     case PacketType.DIAL_RSP:
       return { type, error: s1, connectId: i2, random: i3 };
     case PacketType.CLOSE_REQ:

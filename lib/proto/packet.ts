@@ -25,6 +25,11 @@ export interface DialRequestPacket {
   protocol: string;
   address: string;
   random: bigint;
+  /**
+   * Our extension (field 100 of DialRequest, far from upstream's): the tenant's egress policy,
+   * sent only to agents that asked for it in metadata (lib/egress/egress-wire.ts).
+   */
+  egress?: string;
 }
 
 export interface DialResponsePacket {
@@ -105,12 +110,15 @@ export function packetTypeName(packet: Packet): string {
   return packet.type === "unknown" ? "UNKNOWN" : (TYPE_NAMES[packet.type] ?? "UNKNOWN");
 }
 
-export const dialRequest = (address: string, random: bigint, protocol = "tcp"): DialRequestPacket => ({
-  type: PacketType.DIAL_REQ,
-  protocol,
-  address,
-  random,
-});
+export const dialRequest = (
+  address: string,
+  random: bigint,
+  protocol = "tcp",
+  egress?: string,
+): DialRequestPacket =>
+  egress === undefined
+    ? { type: PacketType.DIAL_REQ, protocol, address, random }
+    : { type: PacketType.DIAL_REQ, protocol, address, random, egress };
 
 export const dialResponse = (random: bigint, connectId: bigint, error = ""): DialResponsePacket => ({
   type: PacketType.DIAL_RSP,

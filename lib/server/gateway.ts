@@ -5,8 +5,10 @@
  * shutdown and close. Behaviour lives in the pieces it wires:
  *  - core/: sessions and agent choice, free of sockets and of policy;
  *  - listeners/: the transports that feed them (agent port, frontend, CONNECT);
- *  - policy/: authentication and authorization, injected.
+ *  - policy/: authentication and authorization, injected;
+ *  - audit/: the audit record of every dial (to an injected sink) and per-tenant metrics.
  */
+
 import type { AddressInfo } from "node:net";
 import type { ServerOptions } from "../config/server-options.js";
 import { ShuttingDownError } from "../errors.js";
@@ -14,15 +16,21 @@ import { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import { metricsRoute, type RunningHttpServer, startHttpServer } from "../transport/http-endpoints.js";
 import { listenTcp } from "../transport/listen.js";
+import { openAuditLog } from "./audit/audit-log.js";
+import { type AuditSink, discardAudit } from "./audit/audit-sink.js";
+import { DialTracker, type DialTrackerDeps } from "./audit/dial-tracker.js";
+import { TenantMetrics } from "./audit/tenant-metrics.js";
 import { BackendRegistry } from "./core/backend-registry.js";
 import type { AgentDirectory, Dialer } from "./core/dial-context.js";
 import type { GrpcFrontendSession } from "./core/frontend-session.js";
 import { chooserFor } from "./core/proxy-strategies.js";
+import { adminReadinessRoutes, healthRoutes, type ReadinessState } from "./health-routes.js";
 import { buildAgentListener } from "./listeners/agent-listener.js";
 import { createCallerFront } from "./listeners/caller-front.js";
 import { buildFrontendListeners } from "./listeners/frontend-listeners.js";
 import { ListenerSet } from "./listeners/listener-set.js";
 import type { GatewayPolicy } from "./policy/gateway-policy.js";
+import { releasingOnCancel, releasingOnEnd, unlimitedQuotas } from "./policy/tenant-quotas.js";
 import { DRAIN_POLL_MS } from "./timeouts.js";
 
 export interface GatewayAddresses {
@@ -46,12 +54,19 @@ export interface GatewayDeps {
    */
   directory?: (local: BackendRegistry) => AgentDirectory;
   metrics?: ServerMetrics;
+  /**
+   * Where each dial's audit record goes. Without one, the gateway opens what --audit-log names
+   * (nothing when it is empty). The gateway closes it when it closes.
+   */
+  audit?: AuditSink;
 }
 
 export class Gateway {
   readonly metrics: ServerMetrics;
   readonly registry: BackendRegistry;
+  readonly tenantMetrics: TenantMetrics;
   private readonly directory: AgentDirectory;
+  private readonly tracking: DialTrackerDeps;
   private accepting = true;
   private readonly frontendSessions = new Set<GrpcFrontendSession>();
   private readonly listeners: ListenerSet;
@@ -62,15 +77,26 @@ export class Gateway {
   private constructor(
     private readonly opts: ServerOptions,
     private readonly deps: GatewayDeps,
+    metrics: ServerMetrics,
+    audit: AuditSink,
   ) {
-    this.metrics = deps.metrics ?? new ServerMetrics();
+    this.metrics = metrics;
     this.registry = new BackendRegistry(chooserFor(opts.proxyStrategies));
     this.directory = deps.directory?.(this.registry) ?? this.registry;
     this.listeners = new ListenerSet(deps.log, this.metrics);
+    this.tenantMetrics = new TenantMetrics(metrics, opts.tenantMetricsLimit);
+    this.registry.on("changed", (tenant) =>
+      this.tenantMetrics.agentsChanged(tenant, this.registry.agents(tenant).length),
+    );
+    this.tracking = { sink: audit, tenants: this.tenantMetrics, instance: opts.serverId };
   }
 
   static async start(opts: ServerOptions, deps: GatewayDeps): Promise<Gateway> {
-    const gw = new Gateway(opts, deps);
+    const metrics = deps.metrics ?? new ServerMetrics();
+    const audit =
+      deps.audit ??
+      (opts.auditLog ? await openAuditLog(opts.auditLog, { log: deps.log, metrics }) : discardAudit);
+    const gw = new Gateway(opts, deps, metrics, audit);
     try {
       await gw.listen();
     } catch (err) {
@@ -85,6 +111,10 @@ export class Gateway {
         { frontend: gw.addresses.frontend, tls: opts.frontend.tls !== null },
         "the TCP frontend accepts anonymous callers: anyone who can reach it can open tunnels into the cluster",
       );
+    }
+    if (opts.tenancy && !deps.audit && !opts.auditLog) {
+      // Off unless asked for, as kube-apiserver's audit log is; a hosted gateway usually wants it.
+      deps.log.warn("serving tenants without an audit log: dials are not recorded (--audit-log)");
     }
     return gw;
   }
@@ -101,12 +131,37 @@ export class Gateway {
     return n;
   }
 
-  /** Every frontend dial: still accepting, allowed by policy, then to the tenant's agents. */
+  /**
+   * Every frontend dial: still accepting, allowed by policy, then to the tenant's agents; followed
+   * to its end for its audit record and its tenant's metrics, refusals included.
+   */
   private readonly dial: Dialer = (ctx, req, frontend) => {
-    // Streams and sockets accepted before shutdown began may still ask; they get a clear no.
-    if (!this.accepting) throw new ShuttingDownError();
-    this.deps.policy.authorizeDial(ctx, req);
-    return this.directory.dial(ctx, req, frontend);
+    const tracker = new DialTracker(ctx, req, this.tracking);
+    try {
+      // Streams and sockets accepted before shutdown began may still ask; they get a clear no.
+      if (!this.accepting) throw new ShuttingDownError();
+      const authorized = this.deps.policy.authorizeDial(ctx, req);
+      // The tenant's tunnel slot and dial token; given back when the tunnel ends, however.
+      const release = (this.deps.policy.quotas ?? unlimitedQuotas).acquireTunnel(ctx.caller.tenant);
+      try {
+        const slot = releasingOnEnd(tracker.frontend(frontend), release);
+        return tracker.handle(
+          releasingOnCancel(this.directory.dial(tracker.context, authorized, slot), release),
+        );
+      } catch (err) {
+        release();
+        throw err;
+      }
+    } catch (err) {
+      tracker.failed(err);
+      throw err;
+    }
+  };
+
+  private readonly readiness: ReadinessState = {
+    accepting: () => this.accepting,
+    responsiveAgents: () => this.registry.responsiveCount,
+    agentsOf: (tenant) => this.registry.agents(tenant),
   };
 
   private async listen(): Promise<void> {
@@ -124,14 +179,16 @@ export class Gateway {
       opts,
       {
         authenticate: deps.policy.authenticateAgent,
+        quotas: deps.policy.quotas ?? unlimitedQuotas,
         hold: deps.policy.hold,
         registry: this.registry,
         accepting: () => this.accepting,
         log: deps.log,
         metrics,
       },
-      // Tenant mode: one port for every role (agent-listener.ts).
+      // Tenant mode: one port for every role (agent-listener.ts), and the one-line install.
       opts.tenancy ? callers : undefined,
+      deps.policy.install,
     );
     const frontend = await buildFrontendListeners(this.listeners, opts, callers);
 
@@ -139,23 +196,15 @@ export class Gateway {
     const health = await startHttpServer(
       opts.health.host,
       opts.health.port,
-      {
-        "/healthz": () => ({ status: 200, body: "ok\n" }),
-        "/readyz": () =>
-          this.ready
-            ? { status: 200, body: "ok\n" }
-            : {
-                status: 503,
-                body: this.accepting ? "no agent connected and answering\n" : "shutting down\n",
-              },
-      },
+      healthRoutes(this.readiness),
       httpLog,
     );
     this.httpServers.push(health);
+    // Per-tenant readiness is on the admin port: health-routes.ts says why.
     const admin = await startHttpServer(
       opts.admin.host,
       opts.admin.port,
-      { "/metrics": metricsRoute(metrics.registry) },
+      { "/metrics": metricsRoute(metrics.registry), ...adminReadinessRoutes(this.readiness) },
       httpLog,
     );
     this.httpServers.push(admin);
@@ -194,6 +243,8 @@ export class Gateway {
       for (const session of this.frontendSessions) session.abort();
       await Promise.all([this.listeners.close(), ...this.httpServers.map((h) => h.close())]);
       await this.deps.policy.close?.();
+      // Last: the sessions closed above wrote their tunnels' records.
+      await this.tracking.sink.close?.();
       this.deps.log.info("gateway stopped");
     })();
     return this.closed;

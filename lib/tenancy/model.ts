@@ -9,6 +9,7 @@
  */
 
 import type { EgressPolicy } from "../egress/egress-policy.js";
+import type { TenantQuotas } from "./quotas.js";
 
 /**
  * "deleted" is a tombstone: the record stays (with no credentials) so that watchers see the
@@ -70,6 +71,21 @@ export interface CertificateCredential extends CredentialBase {
   readonly notAfter: string;
 }
 
+/**
+ * An install token (`kgw_install_…`, lib/tenancy/install/): fetches the tenant's agent manifest
+ * once (`GET /v1/install/<token>.yaml`), never authenticates an agent or a caller. It always
+ * expires; a single-use one is spent by the same conditional write that mints the manifest's
+ * agent token, so two fetches can never both get a manifest.
+ */
+export interface InstallToken extends TokenCredential {
+  /** Required: an install link that never expires is a standing credential, not a link. */
+  readonly expiresAt: string;
+  /** Spent by its first successful fetch (the default); otherwise good until it expires. */
+  readonly singleUse: boolean;
+  /** The last successful fetch; for a single-use token, the one that spent it. */
+  readonly usedAt: string | null;
+}
+
 /** Presented by the tenant's kube-apiservers (HTTPConnect over TCP with mTLS). */
 export type CallerCertificate = CertificateCredential;
 /** Presented by the tenant's agents instead of (or beside) an agent token. */
@@ -89,10 +105,20 @@ export interface TenantRecord {
   readonly callerTokens: readonly TokenCredential[];
   readonly callerCertificates: readonly CallerCertificate[];
   /**
+   * Links to the agent manifest (`kgw tenant install-token`); not a CredentialKind, because they
+   * authenticate no peer. Records written before install tokens existed read as [].
+   */
+  readonly installTokens: readonly InstallToken[];
+  /**
    * Where the tenant's dials may go (lib/egress/egress-policy.ts). Records written before
    * policies existed read as DEFAULT_EGRESS_POLICY.
    */
   readonly egress: EgressPolicy;
+  /**
+   * The tenant's own quotas, over the server's defaults (lib/tenancy/quotas.ts); {} in records
+   * written before quotas existed.
+   */
+  readonly quotas: TenantQuotas;
 }
 
 export type AnyCredential = TokenCredential | CertificateCredential;

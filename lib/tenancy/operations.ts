@@ -30,6 +30,7 @@ import {
   type TenantRecord,
   type TokenCredential,
 } from "./model.js";
+import { type QuotaName, validateQuotas } from "./quotas.js";
 import { isText } from "./record-codec.js";
 import { checkTenantId, preview } from "./tenant-id.js";
 
@@ -63,7 +64,9 @@ export function createTenantRecord(
     agentCertificates: [],
     callerTokens: [],
     callerCertificates: [],
+    installTokens: [],
     egress: DEFAULT_EGRESS_POLICY,
+    quotas: {},
   };
 }
 
@@ -150,7 +153,7 @@ function addCredential(
   options: AddOptions,
 ): TenantRecord {
   const active = requireActive(record, record.id);
-  if (findCredential(active, credential.id)) {
+  if (findCredential(active, credential.id) || active.installTokens.some((t) => t.id === credential.id)) {
     // 64 random bits (tokens) or 126 (serials): a repeat means a broken random source, not bad luck.
     throw new InvalidTenantInputError(
       `credential id ${credential.id} is already in use in tenant ${record.id}`,
@@ -174,6 +177,17 @@ function addCredential(
 export function revokeCredential(record: TenantRecord, credentialId: string, now: Date): TenantRecord {
   const active = requireActive(record, record.id);
   const found = findCredential(active, credentialId);
+  // Install tokens are not a CredentialKind (they authenticate no peer) but revoke the same way.
+  const install = found ? undefined : active.installTokens.find((t) => t.id === credentialId);
+  if (install) {
+    if (install.revokedAt !== null) {
+      throw new InvalidTenantInputError(`credential ${credentialId} is already revoked`);
+    }
+    const at = now.toISOString();
+    return next(active, now, {
+      installTokens: active.installTokens.map((t) => (t.id === credentialId ? { ...t, revokedAt: at } : t)),
+    });
+  }
   if (!found) throw new TenantNotFoundError(`credential ${preview(credentialId)} of tenant ${record.id}`);
   if (found.credential.revokedAt !== null) {
     throw new InvalidTenantInputError(`credential ${credentialId} is already revoked`);
@@ -194,8 +208,28 @@ export function deleteTenantRecord(record: TenantRecord, now: Date): TenantRecor
     agentCertificates: [],
     callerTokens: [],
     callerCertificates: [],
+    installTokens: [],
     egress: DEFAULT_EGRESS_POLICY,
+    quotas: {},
   });
+}
+
+/**
+ * Changes the tenant's quota overrides: a number sets one, null drops it (back to the server's
+ * default). Throws InvalidTenantInputError for a value out of bounds.
+ */
+export function setQuotas(
+  record: TenantRecord,
+  changes: Readonly<Partial<Record<QuotaName, number | null>>>,
+  now: Date,
+): TenantRecord {
+  const active = requireActive(record, record.id);
+  const next_: Record<string, number> = { ...active.quotas };
+  for (const [name, value] of Object.entries(changes)) {
+    if (value === null) delete next_[name];
+    else if (value !== undefined) next_[name] = value;
+  }
+  return next(active, now, { quotas: validateQuotas(next_) });
 }
 
 /**

@@ -11,10 +11,12 @@ import { MAX_CREDENTIALS_PER_KIND, MAX_DISPLAY_NAME_LENGTH, MAX_RECORD_BYTES } f
 import type {
   CertificateCredential,
   CredentialRole,
+  InstallToken,
   TenantRecord,
   TenantState,
   TokenCredential,
 } from "./model.js";
+import { validateQuotas } from "./quotas.js";
 import { isValidTenantId } from "./tenant-id.js";
 import { normalizeSerial, parseTenantUri } from "./tenant-uri.js";
 import { TOKEN_ID_PATTERN } from "./tokens.js";
@@ -34,7 +36,8 @@ const CREDENTIAL_LISTS = [
   ["agentCertificates", "agent"],
   ["callerTokens", "token"],
   ["callerCertificates", "caller"],
-] as const satisfies readonly (readonly [keyof TenantRecord, "token" | CredentialRole])[];
+  ["installTokens", "install"],
+] as const satisfies readonly (readonly [keyof TenantRecord, "token" | "install" | CredentialRole])[];
 
 /**
  * Lists added after schema 1 was first written: a stored record may lack them (it was written
@@ -42,7 +45,7 @@ const CREDENTIAL_LISTS = [
  * empty, so a gateway of the previous version, which refuses unknown fields, still reads every
  * record that does not use them (a rolling upgrade or a rollback keeps working).
  */
-const ADDED_LISTS = ["agentCertificates"] as const satisfies readonly (keyof TenantRecord)[];
+const ADDED_LISTS = ["agentCertificates", "installTokens"] as const satisfies readonly (keyof TenantRecord)[];
 
 /** The egress policy came later too: absent reads as the default, and the default is not written. */
 function isDefaultEgress(p: EgressPolicy): boolean {
@@ -64,6 +67,7 @@ export function encodeTenantRecord(record: TenantRecord): string {
   const stored: Record<string, unknown> = { schema: RECORD_SCHEMA, ...record };
   for (const key of ADDED_LISTS) if (record[key].length === 0) delete stored[key];
   if (isDefaultEgress(record.egress)) delete stored.egress;
+  if (Object.keys(record.quotas).length === 0) delete stored.quotas;
   const text = `${JSON.stringify(stored, null, 2)}\n`;
   if (Buffer.byteLength(text) > MAX_RECORD_BYTES) {
     throw new InvalidTenantInputError(`tenant record ${record.id} would exceed ${MAX_RECORD_BYTES} bytes`);
@@ -98,6 +102,7 @@ export function decodeTenantRecord(text: string, source: RecordSource): TenantRe
   const { schema: _schema, ...rest } = value;
   for (const key of ADDED_LISTS) if (!Object.hasOwn(rest, key)) rest[key] = [];
   if (!Object.hasOwn(rest, "egress")) rest.egress = DEFAULT_EGRESS_POLICY;
+  if (!Object.hasOwn(rest, "quotas")) rest.quotas = {};
   const problem = recordProblem(rest);
   if (problem) throw corrupt(problem);
   if (rest.id !== source.tenantId) throw corrupt("the record's id is not the tenant its location names");
@@ -116,6 +121,7 @@ function recordProblem(r: unknown): string | undefined {
     "updatedAt",
     ...CREDENTIAL_LISTS.map(([key]) => key),
     "egress",
+    "quotas",
   ]);
   if (extra) return extra;
   if (!isValidTenantId(r.id)) return "invalid id";
@@ -125,6 +131,11 @@ function recordProblem(r: unknown): string | undefined {
   if (!isTime(r.createdAt) || !isTime(r.updatedAt)) return "invalid createdAt/updatedAt";
   const egress = egressProblem(r.egress);
   if (egress) return egress;
+  try {
+    validateQuotas(r.quotas);
+  } catch (err) {
+    return (err as Error).message;
+  }
   // Ids are unique in the whole record, not only in their list: `revoke` takes an id alone.
   const ids = new Set<string>();
   for (const [key, holds] of CREDENTIAL_LISTS) {
@@ -134,7 +145,12 @@ function recordProblem(r: unknown): string | undefined {
       return `${key} has more than ${MAX_CREDENTIALS_PER_KIND} entries`;
     if (r.state === "deleted" && list.length > 0) return `a deleted tenant lists ${key}`;
     for (const [i, c] of list.entries()) {
-      const p = holds === "token" ? tokenProblem(c) : certificateProblem(c, r.id as string, holds);
+      const p =
+        holds === "token"
+          ? tokenProblem(c)
+          : holds === "install"
+            ? installTokenProblem(c)
+            : certificateProblem(c, r.id as string, holds);
       if (p) return `${key}[${i}]: ${p}`;
       const id = (c as { id: string }).id;
       if (ids.has(id)) return `${key}[${i}]: duplicate id`;
@@ -180,6 +196,27 @@ function tokenProblem(c: unknown): string | undefined {
   if (extra) return extra;
   if (typeof c.id !== "string" || !TOKEN_ID_PATTERN.test(c.id)) return "invalid id";
   if (typeof c.sha256 !== "string" || !SHA256_HEX.test(c.sha256)) return "invalid sha256";
+  return credentialBaseProblem(c);
+}
+
+/** An install token always has an end, and says whether it is spent by its first fetch. */
+function installTokenProblem(c: unknown): string | undefined {
+  if (!isObject(c)) return "not an object";
+  const extra = extraKeys(c, [
+    "id",
+    "sha256",
+    "createdAt",
+    "expiresAt",
+    "revokedAt",
+    "singleUse",
+    "usedAt",
+  ] satisfies (keyof InstallToken)[]);
+  if (extra) return extra;
+  if (typeof c.id !== "string" || !TOKEN_ID_PATTERN.test(c.id)) return "invalid id";
+  if (typeof c.sha256 !== "string" || !SHA256_HEX.test(c.sha256)) return "invalid sha256";
+  if (!isTime(c.expiresAt)) return "invalid expiresAt (an install token always expires)";
+  if (typeof c.singleUse !== "boolean") return "invalid singleUse";
+  if (c.usedAt !== null && !isTime(c.usedAt)) return "invalid usedAt";
   return credentialBaseProblem(c);
 }
 

@@ -17,18 +17,25 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { isValidTenantId } from "./tenant-id.js";
 
+/** The kinds of token that authenticate a peer: what verify.ts checks. */
 export type TokenKind = "agent" | "caller";
+/**
+ * Every kind of token we issue. An install token (`kgw_install_…`, lib/tenancy/install/) only
+ * fetches an agent manifest; its kind is in its text, so verify.ts refuses it as `wrong-role`
+ * wherever an agent or caller token is expected, before any lookup.
+ */
+export type IssuedTokenKind = TokenKind | "install";
 
 /** 64 random bits: unique within a tenant in practice, and checked on creation anyway. */
 const TOKEN_ID_BYTES = 8;
 /** 256 bits: beyond guessing, so a fast hash is enough (see above). */
 const SECRET_BYTES = 32;
 
-const TOKEN = /^kgw_(agent|caller)_([a-z0-9-]{1,63})_([0-9a-f]{16})_([0-9a-f]{64})$/;
+const TOKEN = /^kgw_(agent|caller|install)_([a-z0-9-]{1,63})_([0-9a-f]{16})_([0-9a-f]{64})$/;
 
 /**
- * Longest text worth parsing as a token (the longest valid one is 156 characters). Anything
- * longer is refused before it is hashed or matched.
+ * Longest text worth parsing as a token (the longest valid one, an install token, is 157
+ * characters). Anything longer is refused before it is hashed or matched.
  */
 export const MAX_TOKEN_LENGTH = 160;
 
@@ -42,12 +49,12 @@ export interface GeneratedToken {
 }
 
 export interface ParsedToken {
-  readonly kind: TokenKind;
+  readonly kind: IssuedTokenKind;
   readonly tenantId: string;
   readonly tokenId: string;
 }
 
-export function generateToken(kind: TokenKind, tenantId: string): GeneratedToken {
+export function generateToken(kind: IssuedTokenKind, tenantId: string): GeneratedToken {
   const id = randomBytes(TOKEN_ID_BYTES).toString("hex");
   const token = `kgw_${kind}_${tenantId}_${id}_${randomBytes(SECRET_BYTES).toString("hex")}`;
   return { token, id, sha256: hashToken(token) };
@@ -58,7 +65,7 @@ export function parseToken(token: unknown): ParsedToken | undefined {
   if (typeof token !== "string" || token.length > MAX_TOKEN_LENGTH) return undefined;
   const m = TOKEN.exec(token);
   if (!m || !isValidTenantId(m[2])) return undefined;
-  return { kind: m[1] as TokenKind, tenantId: m[2]!, tokenId: m[3]! };
+  return { kind: m[1] as IssuedTokenKind, tenantId: m[2]!, tokenId: m[3]! };
 }
 
 export function hashToken(token: string): string {

@@ -9,13 +9,21 @@ import type { TLSSocket } from "node:tls";
 import { type GatewayError, HeadersTimeoutError, httpStatusFor } from "../errors.js";
 import type { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
-import { ConnectHeadParser, type ConnectRequest, formatConnectResponse } from "./http-connect-parser.js";
+import {
+  ConnectHeadParser,
+  type ConnectRequest,
+  formatConnectResponse,
+  type GetRequest,
+} from "./http-connect-parser.js";
 import { peerCloseKind } from "./peer-close.js";
 import { PrefixedDuplex } from "./prefixed-duplex.js";
 import { sniffProtocol } from "./protocol-sniffer.js";
 
 /** Upper bound on header fields in a CONNECT head; kube-apiserver sends two or three. */
 export const MAX_CONNECT_HEADERS = 64;
+
+/** The Allow header of a 405 where GET is served too. */
+const GET_TOO = { Allow: "CONNECT, GET" };
 
 export interface FrontendConnectionOptions {
   listener: string;
@@ -25,6 +33,11 @@ export interface FrontendConnectionOptions {
   metrics: ServerMetrics;
   onGrpc(connection: Duplex): void;
   onConnect(socket: Socket, request: ConnectRequest, rest: Buffer): void;
+  /**
+   * A GET with an origin-form target (the one-line install on the gateway port). Absent: GET is
+   * refused with 405 like every method but CONNECT.
+   */
+  onGet?(socket: Socket, request: GetRequest, rest: Buffer): void;
 }
 
 export function acceptFrontendConnection(socket: Socket | TLSSocket, opts: FrontendConnectionOptions): void {
@@ -35,6 +48,7 @@ export function acceptFrontendConnection(socket: Socket | TLSSocket, opts: Front
   const parser = new ConnectHeadParser({
     maxHeaderBytes: opts.maxHeaderBytes,
     maxHeaders: MAX_CONNECT_HEADERS,
+    allowGet: opts.onGet !== undefined,
   });
   let head: Buffer = Buffer.alloc(0);
   let sniffing = true;
@@ -52,7 +66,8 @@ export function acceptFrontendConnection(socket: Socket | TLSSocket, opts: Front
       "rejected frontend connection",
     );
     socket.on("error", () => {}); // the peer may already be gone; nothing more to tell it
-    socket.end(formatConnectResponse(httpStatusFor(err)));
+    const status = httpStatusFor(err);
+    socket.end(formatConnectResponse(status, undefined, status === 405 && opts.onGet ? GET_TOO : undefined));
     // A client that ignores our answer must not hold the socket open.
     socket.destroySoon();
   };
@@ -84,7 +99,8 @@ export function acceptFrontendConnection(socket: Socket | TLSSocket, opts: Front
     }
     if (result.kind === "incomplete") return;
     cleanup();
-    opts.onConnect(socket, result.request, result.rest);
+    if (result.kind === "get") opts.onGet!(socket, result.request, result.rest);
+    else opts.onConnect(socket, result.request, result.rest);
   }
 
   socket.on("data", onData);

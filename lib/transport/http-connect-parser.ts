@@ -1,6 +1,9 @@
 /**
  * Socket-free parser for the CONNECT head kube-apiserver's EgressSelector `HTTPConnect` mode sends.
  * Only the unfinished line is buffered and each byte is scanned once, however reads split the head.
+ * With `allowGet`, a GET with an origin-form target is recognised too (the one-line install,
+ * lib/server/install/), under the same limits; every other method is still refused on the
+ * request line.
  */
 import { isIPv6 } from "node:net";
 import { BadRequestError, HeadersTooLargeError, MethodNotAllowedError } from "../errors.js";
@@ -17,17 +20,38 @@ export interface ConnectRequest {
   headers: Map<string, string[]>;
 }
 
+/** A GET with an origin-form target, parsed only with `allowGet`. */
+export interface GetRequest {
+  method: "GET";
+  /** The origin-form target exactly as sent: `/`, then RFC 3986 path and query characters. */
+  path: string;
+  httpVersion: "1.0" | "1.1";
+  /** Lower-cased field names; repeated fields keep every value in arrival order. */
+  headers: Map<string, string[]>;
+}
+
 export type ParseResult =
   | { kind: "incomplete" }
-  | { kind: "complete"; request: ConnectRequest; rest: Buffer };
+  | { kind: "complete"; request: ConnectRequest; rest: Buffer }
+  | { kind: "get"; request: GetRequest; rest: Buffer };
 
 export interface ConnectHeadParserOptions {
   /** Limit on the head, counting bytes up to and including the terminating CRLFCRLF. */
   maxHeaderBytes: number;
   maxHeaders: number;
+  /** Recognise `GET <origin-form> HTTP/1.x` as well as CONNECT (default: CONNECT only, 405). */
+  allowGet?: boolean;
 }
 
-type RequestLine = Omit<ConnectRequest, "headers">;
+type RequestLine = Omit<ConnectRequest, "headers"> | Omit<GetRequest, "headers">;
+
+/**
+ * Longest GET target accepted. The install path is under 200 characters; a longer target is no
+ * route of ours, and refusing it on the request line keeps it out of logs and lookups.
+ */
+export const MAX_GET_TARGET_LENGTH = 1024;
+// RFC 3986 origin-form: absolute-path [ "?" query ]; pchar, "/" and "?" only (no fragment, no spaces).
+const ORIGIN_FORM = /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@/%?]*$/;
 
 const CR = 0x0d;
 const LF = 0x0a;
@@ -46,6 +70,7 @@ const NUMERIC_LABEL = /^(?:[0-9]+|0x[0-9a-f]*)$/i;
 export class ConnectHeadParser {
   readonly #maxHeaderBytes: number;
   readonly #maxHeaders: number;
+  readonly #allowGet: boolean;
   #consumed = 0;
   /** Pieces of the current, not yet terminated line (copies, so callers may reuse their buffers). */
   #parts: Buffer[] = [];
@@ -61,6 +86,7 @@ export class ConnectHeadParser {
     }
     this.#maxHeaderBytes = opts.maxHeaderBytes;
     this.#maxHeaders = opts.maxHeaders;
+    this.#allowGet = opts.allowGet ?? false;
   }
 
   /** Feeds the next bytes read from the peer. Throws a GatewayError subclass on invalid input. */
@@ -91,7 +117,11 @@ export class ConnectHeadParser {
         lineStart = i + 1;
         if (this.#onLine(line.toString("latin1", 0, line.length - 1))) {
           this.#finished = true;
-          return { kind: "complete", request: this.#complete(), rest: chunk.subarray(i + 1) };
+          const request = this.#complete();
+          const rest = chunk.subarray(i + 1);
+          return request.method === "GET"
+            ? { kind: "get", request: request as GetRequest, rest }
+            : { kind: "complete", request: request as ConnectRequest, rest };
         }
       } else if (b === LF) {
         // RFC 7230 §3.5 lets a server accept bare LF; we do not, for the same reason as bare CR.
@@ -108,7 +138,7 @@ export class ConnectHeadParser {
   #onLine(line: string): boolean {
     // RFC 7230 §3.5: servers SHOULD ignore empty lines before the request-line (still counted).
     if (this.#requestLine === undefined) {
-      if (line !== "") this.#requestLine = parseRequestLine(line);
+      if (line !== "") this.#requestLine = parseRequestLine(line, this.#allowGet);
     } else if (line !== "") {
       this.#addHeader(line);
     } else {
@@ -142,7 +172,7 @@ export class ConnectHeadParser {
     else values.push(value);
   }
 
-  #complete(): ConnectRequest {
+  #complete(): ConnectRequest | GetRequest {
     const line = this.#requestLine!;
     // RFC 7230 §5.4: an HTTP/1.1 request without Host MUST get 400 (Go's server, which upstream
     // konnectivity uses, does the same).
@@ -153,7 +183,7 @@ export class ConnectHeadParser {
   }
 }
 
-function parseRequestLine(line: string): RequestLine {
+function parseRequestLine(line: string, allowGet: boolean): RequestLine {
   const parts = line.split(" ");
   // RFC 7230 §3.1.1: exactly one SP between the three parts; lenient whitespace is a smuggling aid.
   if (parts.length !== 3 || parts.some((p) => p === "")) {
@@ -164,10 +194,21 @@ function parseRequestLine(line: string): RequestLine {
   // HTTP-name is case-sensitive (RFC 7230 §2.6); HTTP/2 and later never use this text framing.
   const match = /^HTTP\/1\.([01])$/.exec(version);
   if (match === null) throw new BadRequestError(`unsupported HTTP version ${quote(version)}`);
+  const httpVersion = match[1] === "0" ? "1.0" : "1.1";
+  if (method === "GET" && allowGet) return { method, path: parseOriginForm(target), httpVersion };
   // Decided on the request line alone so a large POST body is never buffered.
   if (method !== "CONNECT") throw new MethodNotAllowedError(method);
   const { host, port } = parseAuthority(target);
-  return { method, target, host, port, httpVersion: match[1] === "0" ? "1.0" : "1.1" };
+  return { method, target, host, port, httpVersion };
+}
+
+/** RFC 7230 §5.3.1 origin-form only: no absolute-form (we are no forward proxy), no asterisk. */
+function parseOriginForm(target: string): string {
+  if (target.length > MAX_GET_TARGET_LENGTH) {
+    throw new BadRequestError(`request target longer than ${MAX_GET_TARGET_LENGTH} characters`);
+  }
+  if (!ORIGIN_FORM.test(target)) throw new BadRequestError(`invalid GET target ${quote(target)}`);
+  return target;
 }
 
 /** RFC 7231 §4.3.6: CONNECT uses authority-form only; we further restrict the host grammar. */

@@ -13,8 +13,13 @@ export interface HttpReply {
   contentType?: string;
 }
 
+/** What a handler may read of its request: the query string (the path chose the handler). */
+export interface HttpRequestInfo {
+  query: URLSearchParams;
+}
+
 /** Path → handler. Handlers are synchronous or return a promise (metrics collection is async). */
-export type Routes = Record<string, () => HttpReply | Promise<HttpReply>>;
+export type Routes = Record<string, (req: HttpRequestInfo) => HttpReply | Promise<HttpReply>>;
 
 export interface RunningHttpServer {
   address: AddressInfo;
@@ -35,7 +40,9 @@ async function respond(
   log: Logger,
 ): Promise<void> {
   let reply: HttpReply;
-  const path = (req.url ?? "/").split("?", 1)[0]!;
+  const url = req.url ?? "/";
+  const q = url.indexOf("?");
+  const path = q === -1 ? url : url.slice(0, q);
   const route = Object.hasOwn(routes, path) ? routes[path] : undefined;
   if (req.method !== "GET" && req.method !== "HEAD") {
     res.setHeader("allow", "GET, HEAD");
@@ -44,7 +51,7 @@ async function respond(
     reply = { status: 404, body: "not found\n" };
   } else {
     try {
-      reply = await route();
+      reply = await route({ query: new URLSearchParams(q === -1 ? "" : url.slice(q + 1)) });
     } catch (err) {
       log.error({ err, path }, "http handler failed");
       reply = { status: 500, body: "internal error\n" };

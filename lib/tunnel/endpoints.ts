@@ -50,4 +50,9 @@ export interface DialHandle {
 export interface DialRequest {
   protocol: string;
   address: string;
+  /**
+   * The caller's tenant's egress policy in its wire form (lib/egress/egress-wire.ts), attached by
+   * the dial authorizer; sent only to agents that asked to judge dials themselves.
+   */
+  egress?: string;
 }

@@ -1,11 +1,12 @@
 /**
  * `kgw server`: parse options once, start a gateway, stop gracefully on SIGTERM/SIGINT
- * (a second signal stops at once).
+ * (a second signal stops at once); SIGHUP reopens the audit log file (log rotation).
  */
 import { parseServerOptions, serverHelp } from "../../lib/config/server-options.js";
 import { GatewayError } from "../../lib/errors.js";
 import { ServerMetrics } from "../../lib/metrics/server-metrics.js";
 import { createLogger } from "../../lib/observability/logger.js";
+import { AUDIT_STDOUT, type AuditLog, openAuditLog } from "../../lib/server/audit/audit-log.js";
 import { Gateway } from "../../lib/server/gateway.js";
 import { openPolicy } from "../../lib/server/policy/open-policy.js";
 
@@ -23,12 +24,16 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   }
   const log = createLogger({ name: "kgw-server", level: parsed.options.logLevel });
   let gateway: Gateway;
+  let audit: AuditLog | undefined;
   try {
     // The drop-in (one tenant) or tenants from a store: the policy is the only difference.
     const metrics = new ServerMetrics();
+    const auditLog = parsed.options.auditLog;
+    audit = auditLog ? await openAuditLog(auditLog, { log, metrics }) : undefined;
     const policy = await openPolicy(parsed.options, log, metrics);
-    gateway = await Gateway.start(parsed.options, { log, policy, metrics });
+    gateway = await Gateway.start(parsed.options, { log, policy, metrics, audit });
   } catch (err) {
+    await audit?.close();
     process.stderr.write(`kgw server: ${err instanceof GatewayError ? err.message : String(err)}\n`);
     return 1;
   }
@@ -46,5 +51,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     };
     process.on("SIGTERM", onSignal);
     process.on("SIGINT", onSignal);
+    // Only with a file to reopen: otherwise SIGHUP keeps its default (stop), as upstream's.
+    if (audit && parsed.options.auditLog !== AUDIT_STDOUT) process.on("SIGHUP", () => audit?.reopen());
   });
 }

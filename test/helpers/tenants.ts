@@ -25,7 +25,11 @@ export interface TestTenantStore {
   dir: string;
   /** Runs `kgw tenant <args>` on this store; resolves with its parsed JSON output. */
   run(args: string[]): Promise<unknown>;
-  create(id: string): Promise<CreatedTenant>;
+  /**
+   * `kgw tenant create --allow-loopback` (unless `allowLoopback: false`): the tests' "cluster" is
+   * 127.0.0.1, which a tenant's default egress policy refuses.
+   */
+  create(id: string, opts?: { allowLoopback?: boolean }): Promise<CreatedTenant>;
   remove(): void;
 }
 
@@ -56,9 +60,10 @@ export function makeTenantStore(pki: TestPki, gatewayAddress = "127.0.0.1:8132")
   return {
     dir: env.KGW_TENANT_STORE_DIR,
     run,
-    create: async (id) => {
+    create: async (id, opts = {}) => {
       const bundleDir = path.join(dir, `bundle-${id}`);
-      const result = (await run(["create", id, "--caller-token", `--out=${bundleDir}`])) as {
+      const loopback = opts.allowLoopback === false ? [] : ["--allow-loopback"];
+      const result = (await run(["create", id, "--caller-token", ...loopback, `--out=${bundleDir}`])) as {
         agentToken: string;
         callerToken: string;
         bundle: { dir: string; files: Record<string, string>; serial: string };

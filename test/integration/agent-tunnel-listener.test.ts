@@ -3,6 +3,7 @@
  * answers to good, malformed, oversized, slow and unauthenticated input, and what a connected
  * tunnel does when its agent vanishes. gRPC on the same port is covered by server-protocol.
  */
+
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
@@ -22,6 +23,7 @@ import { chooserFor } from "../../lib/server/core/proxy-strategies.js";
 import { createAgentTunnelHandler } from "../../lib/server/listeners/agent-tunnel-handler.js";
 import { staticAgentAuthenticator } from "../../lib/server/policy/agent-auth.js";
 import { holdNothing } from "../../lib/server/policy/gateway-policy.js";
+import { unlimitedQuotas } from "../../lib/server/policy/tenant-quotas.js";
 import { encodeHello, parseServerAnswer, type ServerAnswer } from "../../lib/transport/tunnel-handshake.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { AGENT_TOKEN, captureLogger, startTestGateway, type TestGateway } from "../helpers/gateway.js";
@@ -198,6 +200,7 @@ describe("a slow or silent client", () => {
         liveness: { probeIntervalMs: 0, answerTimeoutMs: 0, deadAfterMs: 0 },
         authenticate: staticAgentAuthenticator({ tokenHashes: [], acceptCertificates: false }),
         hold: holdNothing,
+        quotas: unlimitedQuotas,
         registry,
         accepting: () => true,
         log,

@@ -12,6 +12,8 @@ import {
   type SocketFactory,
 } from "../../lib/agent/dial-target.js";
 import { type HostResolver, type ResolvedAddress, systemResolver } from "../../lib/agent/host-resolver.js";
+import { validateEgressPolicy } from "../../lib/egress/egress-policy.js";
+import { egressWireText } from "../../lib/egress/egress-wire.js";
 import { agentDialError } from "../../lib/errors.js";
 import { AgentMetrics } from "../../lib/metrics/agent-metrics.js";
 import { silentLogger } from "../../lib/observability/logger.js";
@@ -491,5 +493,91 @@ describe("BackendDialer destination policy", () => {
       labels: { reason: "unknown" },
       value: 1,
     });
+  });
+});
+
+/**
+ * A tenant's egress policy arrives with each DIAL_REQ from our server (lib/egress/egress-wire.ts).
+ * As above, the sockets here never connect, so no packet can leave for a refused address.
+ */
+describe("BackendDialer with the tenant's egress policy on the dial", () => {
+  const policy = (allow: string[], flags: { allowLoopback?: boolean; allowLinkLocal?: boolean } = {}) =>
+    egressWireText(validateEgressPolicy({ allow, allowLoopback: false, allowLinkLocal: false, ...flags }));
+  function guarded(opts: Parameters<typeof setup>[0] = {}) {
+    const attempts: ResolvedTarget[] = [];
+    const ctx = setup({
+      dialTimeoutMs: 60_000,
+      ...opts,
+      connectSocket: (t) => {
+        attempts.push(t);
+        return new Socket();
+      },
+    });
+    return { ...ctx, attempts };
+  }
+  const firstResponse = (ctx: ReturnType<typeof setup>) =>
+    vi.waitFor(() => dialResponses(ctx.sent)[0] ?? Promise.reject(new Error("waiting")));
+
+  it("refuses a name the policy allows when it resolves to a loopback address: DNS rebinding", async () => {
+    const ctx = guarded();
+    ctx.deliver(dialRequest("backend.test:80", 1n, "tcp", policy(["*", "0.0.0.0/0"])));
+    const rsp = await firstResponse(ctx);
+    expect(rsp.error).toBe(
+      "dial tcp backend.test:80: destination not allowed: backend.test resolves to 127.0.0.1, which is loopback; the tenant's egress policy does not allow loopback destinations",
+    );
+    expect(agentDialError(rsp.error).code).toBe("ERR_DESTINATION_NOT_ALLOWED");
+    expect(ctx.attempts).toEqual([]);
+    const refusals = (await ctx.metrics.destinationRefusals.get()).values.map((v) => v.labels.rule);
+    expect(refusals).toEqual(["loopback"]);
+  });
+
+  it.each([
+    [
+      "a name no host rule allows",
+      "other.test:443",
+      ["*.svc.cluster.local:443"],
+      "no rule of the tenant's egress policy allows other.test:443",
+    ],
+    ["a port the rule does not list", "10.0.0.5:80", ["10.0.0.0/8:443"], "allows 10.0.0.5:80"],
+    [
+      "an address outside the CIDRs a name must resolve into",
+      "mixed.test:443",
+      ["*", "192.0.2.0/24"],
+      "::ffff:169.254.169.254, which is link-local",
+    ],
+  ])("refuses %s before any connect", async (_name, address, allow, why) => {
+    const ctx = guarded();
+    ctx.deliver(dialRequest(address, 2n, "tcp", policy(allow)));
+    expect((await firstResponse(ctx)).error).toContain(why);
+    expect(ctx.attempts).toEqual([]);
+  });
+
+  it("a policy it cannot read refuses the dial and keeps the stream", async () => {
+    const ctx = guarded();
+    ctx.deliver(dialRequest("10.0.0.5:443", 3n, "tcp", '{"allow":["10.0.0.0/99"]'));
+    expect((await firstResponse(ctx)).error).toContain("destination not allowed: egress policy is not JSON");
+    ctx.deliver(dialRequest("10.0.0.5:443", 4n, "tcp", policy(["10.0.0.0/8"])));
+    await vi.waitFor(() => expect(ctx.attempts).toHaveLength(1));
+    ctx.deliver(closeDial(4n));
+  });
+
+  it("dials what the policy allows, to the addresses it checked; the agent's own policy still applies", async () => {
+    const ctx = guarded();
+    ctx.deliver(dialRequest("unreachable.invalid:443", 5n, "tcp", policy(["*:443", "192.0.2.0/24"])));
+    await vi.waitFor(() => expect(ctx.attempts).toHaveLength(1));
+    expect(ctx.attempts[0]!.addresses).toEqual([{ address: "192.0.2.1", family: 4 }]);
+    ctx.deliver(closeDial(5n));
+    // The tenant allows link-local; the agent was not started with --allow-link-local-destinations.
+    ctx.deliver(dialRequest("metadata.test:80", 6n, "tcp", policy(["*"], { allowLinkLocal: true })));
+    const rsp = await firstResponse(ctx);
+    expect(rsp.error).toContain("unless started with --allow-link-local-destinations");
+    expect(ctx.attempts).toHaveLength(1);
+  });
+
+  it("a loopback backend is dialed when the tenant allows loopback", async () => {
+    const be = await backend();
+    const ctx = setup();
+    ctx.deliver(dialRequest(`backend.test:${be.port}`, 7n, "tcp", policy(["*"], { allowLoopback: true })));
+    expect((await firstResponse(ctx)).error).toBe("");
   });
 });

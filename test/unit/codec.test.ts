@@ -28,7 +28,10 @@ function toReference(p: Exclude<Packet, { type: "unknown" }>): Record<string, un
   const s = (v: bigint) => v.toString();
   switch (p.type) {
     case PacketType.DIAL_REQ:
-      return { type: p.type, dialRequest: { protocol: p.protocol, address: p.address, random: s(p.random) } };
+      return {
+        type: p.type,
+        dialRequest: { protocol: p.protocol, address: p.address, random: s(p.random), egress: p.egress },
+      };
     case PacketType.DIAL_RSP:
       return {
         type: p.type,
@@ -74,6 +77,15 @@ const samples: Array<[string, Exclude<Packet, { type: "unknown" }>]> = [
   ["DIAL_REQ with a 63-bit random", dialRequest("10.0.0.5:10250", 8_446_744_073_709_551_615n)],
   ["DIAL_REQ with all defaults", dialRequest("", 0n, "")],
   ["DIAL_REQ with a non-ASCII host", dialRequest("bücher.example:443", 7n)],
+  [
+    "DIAL_REQ with an egress policy (our extension)",
+    dialRequest(
+      "10.0.0.5:10250",
+      9n,
+      "tcp",
+      JSON.stringify({ allow: ["10.0.0.0/8", "*"], big: "é".repeat(200) }),
+    ),
+  ],
   ["DIAL_RSP success", dialResponse(MAX_INT64, 1n)],
   ["DIAL_RSP failure", dialResponse(-1n, 0n, "dial tcp 127.0.0.1:1: connect: connection refused")],
   ["DIAL_RSP with the smallest int64", dialResponse(MIN_INT64, 2n ** 53n + 1n)],
@@ -128,6 +140,25 @@ describe("packet codec", () => {
       extra,
     ]);
     expect(decodePacket(packetWithExtra)).toEqual(decodePacket(known));
+  });
+
+  it("an upstream reader of a DIAL_REQ with our egress field sees the dial, and nothing else", () => {
+    // Upstream's Packet has no field 100 in DialRequest: a proto3 reader skips it.
+    const upstream = protobuf
+      .parse(`syntax = "proto3";
+      message DialRequest { string protocol = 1; string address = 2; int64 random = 3; }
+      message Packet { int32 type = 1; oneof payload { DialRequest dialRequest = 2; } }`)
+      .root.lookupType("Packet");
+    const wire = encodePacket(dialRequest("10.0.0.5:443", 5n, "tcp", '{"allow":["*"]}'));
+    const seen = upstream.toObject(upstream.decode(wire), { longs: String });
+    expect(seen).toEqual({ dialRequest: { protocol: "tcp", address: "10.0.0.5:443", random: "5" } });
+  });
+
+  it("refuses an egress field of the wrong wire type", () => {
+    // DialRequest { egress(100) as varint 1 }: tag 100<<3|0 = 0x320 → 0xa0 0x06.
+    const payload = Buffer.from([0xa0, 0x06, 0x01]);
+    const wire = Buffer.concat([Buffer.from([0x12, payload.length]), payload]);
+    expect(() => decodePacket(wire)).toThrow(ProtocolError);
   });
 
   it("decodes packet types newer than this build as unknown instead of failing", () => {

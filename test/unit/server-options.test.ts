@@ -149,6 +149,8 @@ describe("kgw server options in tenant mode", () => {
       caCert: "gateway-ca.pem",
       watchIntervalMs: 2000,
       udsTenant: null,
+      defaultQuotas: { maxTunnels: 1000, dialsPerSecond: 100, dialBurst: 200, maxAgents: 32 },
+      install: null,
     });
     // Client certificates of every role are verified against the gateway CA, and optional.
     expect(o.agent.tls.ca).toBe("gateway-ca.pem");

@@ -34,6 +34,7 @@ describe("kgw tenant options", () => {
       tenantId: "acme",
       displayName: "Acme prod",
       callerToken: true,
+      egress: null,
       bundle: {
         caCert: "/etc/kgw/ca.pem",
         caKey: "/etc/kgw/ca-key.pem",
@@ -233,5 +234,56 @@ describe("gateway addresses", () => {
     "bücher.example:1",
   ])("refuses %j", (text) => {
     expect(parseGatewayAddress(text)).toHaveProperty("error");
+  });
+});
+
+describe("kgw tenant policy and quota", () => {
+  const parse = (argv: string[]) => parseTenantCommand(argv, { KGW_TENANT_STORE_DIR: "/s" });
+  const cmd = (argv: string[]) => {
+    const p = parse(argv);
+    if (p.help) throw new Error("help");
+    return p.command;
+  };
+
+  it("policy: shows without flags, replaces with --set (canonical), resets with --default", () => {
+    expect(cmd(["policy", "acme"])).toMatchObject({ name: "policy", tenantId: "acme", change: null });
+    expect(
+      cmd(["policy", "acme", "--set", "10.1.2.3", "*.SVC.cluster.local:443", "--allow-loopback"]),
+    ).toMatchObject({
+      change: {
+        allow: ["10.1.2.3/32", "*.svc.cluster.local:443"],
+        allowLoopback: true,
+        allowLinkLocal: false,
+      },
+    });
+    expect(cmd(["policy", "acme", "--set"])).toMatchObject({ change: { allow: [] } });
+    expect(cmd(["policy", "acme", "--default"])).toMatchObject({ change: "default" });
+  });
+
+  it.each([
+    [["policy", "acme", "10.0.0.0/8"], "rules are given with --set"],
+    [["policy", "acme", "--allow-loopback"], "--allow-loopback applies with --set"],
+    [["policy", "acme", "--default", "--set"], "--default takes no rules"],
+    [["policy", "acme", "--set", "10.0.0.0/99"], "prefix length"],
+    [["policy", "Bad_Id"], "tenant id"],
+    [["quota", "acme", "--max-tunnels=-1"], "maxTunnels must be an integer from 1"],
+    [["quota", "acme", "--dial-rate=100001"], "dialsPerSecond must be an integer from 1 to 100000"],
+    [["quota", "acme", "--set"], "--set does not apply to kgw tenant quota"],
+  ])("refuses %j", (argv, why) => {
+    expect(() => parse(argv)).toThrow(expect.objectContaining({ code: "ERR_CONFIG" }));
+    expect(() => parse(argv)).toThrow(why);
+  });
+
+  it("quota: the flags given, 0 meaning the server's default", () => {
+    expect(cmd(["quota", "acme"])).toMatchObject({ name: "quota", changes: {} });
+    expect(cmd(["quota", "acme", "--max-tunnels=50", "--dial-rate=0"])).toMatchObject({
+      changes: { maxTunnels: 50, dialsPerSecond: null },
+    });
+  });
+
+  it("create: --allow-loopback gives the default rules with loopback allowed, in the same write", () => {
+    expect(cmd(["create", "acme", "--bundle=false", "--allow-loopback"])).toMatchObject({
+      egress: { allow: ["0.0.0.0/0", "::/0", "*"], allowLoopback: true, allowLinkLocal: false },
+    });
   });
 });

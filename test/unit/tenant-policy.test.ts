@@ -81,6 +81,7 @@ function setup(clock: { now: Date } = { now: T0 }, recheckIntervalMs = 60_000) {
     watch,
     udsTenant: "acme",
     recheckIntervalMs,
+    defaultQuotas: { maxTunnels: 1000, dialsPerSecond: 1000, dialBurst: 1000, maxAgents: 32 },
     log: captureLogger().log,
     metrics,
     now: () => clock.now,

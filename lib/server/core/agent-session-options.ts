@@ -18,6 +18,11 @@ export interface AgentSessionOptions {
   dialTimeoutMs: number;
   /** "credit" when the agent offered per-connection flow control and we accepted. */
   flow: FlowMode;
+  /**
+   * The agent asked for each dial's egress policy (lib/egress/egress-wire.ts): only then does a
+   * DIAL_REQ carry it, so an upstream agent never sees a field it does not know.
+   */
+  egress?: boolean;
   /** When the agent counts as unresponsive, and when as dead (agent-liveness.ts). */
   liveness: LivenessTimes;
   log: Logger;

@@ -147,7 +147,7 @@ export class AgentSession extends EventEmitter<{
     this.opts.metrics.pendingDials.inc();
     // A DIAL_REQ is tiny and must not wait behind a paused producer; backpressure on the agent
     // stream is applied to the data producers instead.
-    this.send(dialRequest(req.address, random, req.protocol));
+    this.send(dialRequest(req.address, random, req.protocol, this.opts.egress ? req.egress : undefined));
     this.liveness.dialSent();
     return { cancel: () => this.cancelDial(random) };
   }

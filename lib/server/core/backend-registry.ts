@@ -79,6 +79,7 @@ export class BackendRegistry extends EventEmitter<{ changed: [tenant: string] }>
           : `no agent connected for ${whose}`,
       );
     }
+    ctx.observer?.routed(agent.info.agentId);
     return agent.dial(req, frontend, ctx);
   }
 }

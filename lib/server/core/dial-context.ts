@@ -45,8 +45,23 @@ export interface CallerIdentity {
   readonly credential?: CredentialRef;
 }
 
+/** How the caller reached us: a ProxyService.Proxy stream or an HTTP CONNECT tunnel. */
+export type FrontendKind = "grpc" | "connect";
+
+/**
+ * Told where one dial went, for its audit record (lib/server/audit/): the directory calls it once
+ * it has chosen an agent, before sending the dial, so that a dial that fails at once is recorded
+ * with its agent too.
+ */
+export interface DialObserver {
+  routed(agentId: string): void;
+}
+
 export interface DialContext {
   readonly caller: CallerIdentity;
+  readonly frontend: FrontendKind;
+  /** Set per dial by the gateway; absent where nobody audits (tests of the core). */
+  readonly observer?: DialObserver;
 }
 
 /** How a frontend reaches agents: authorization, then the agent directory (or a peer, later). */

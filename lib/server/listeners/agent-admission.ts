@@ -6,7 +6,9 @@
  * Throws a GatewayError for a stream that must be refused; the transport maps it to its wire
  * (a gRPC status, or a REFUSED frame carrying the same code).
  */
+
 import type { PeerCertificate } from "node:tls";
+import { EGRESS_HEADER, EGRESS_V1 } from "../../egress/egress-wire.js";
 import { GatewayError, ProtocolError, ShuttingDownError } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
@@ -18,6 +20,7 @@ import { AgentSession } from "../core/agent-session.js";
 import type { BackendRegistry } from "../core/backend-registry.js";
 import type { CredentialHold } from "../core/dial-context.js";
 import type { AgentAuthenticator } from "../policy/agent-auth.js";
+import type { QuotaBook } from "../policy/tenant-quotas.js";
 
 /**
  * Agent IDs end up in logs, metrics and (later) registry keys, so they are restricted to what
@@ -32,6 +35,8 @@ export interface AgentAdmissionDeps {
   dialTimeoutMs: number;
   liveness: LivenessTimes;
   authenticate: AgentAuthenticator;
+  /** Tenants' quotas: an agent stream over its tenant's maxAgents is refused. */
+  quotas: QuotaBook;
   /** Registers the session with the credential that admitted it, to close it on revocation. */
   hold: CredentialHold;
   registry: BackendRegistry;
@@ -81,6 +86,8 @@ export function admitAgent(deps: AgentAdmissionDeps, req: AgentStreamRequest): A
     verifiedCertificate: req.verifiedCertificate,
     bearerToken: authValue?.slice(BEARER_PREFIX.length),
   });
+  // Counted where it is held: agents of the tenant connected to this instance, this one aside.
+  deps.quotas.admitAgent(principal.tenant, deps.registry.agents(principal.tenant).length);
   const identifiers = parseAgentIdentifiers(single(req.metadata(Header.agentIdentifiers)) ?? "");
 
   // Our agents offer per-connection flow control; upstream agents never do.
@@ -90,6 +97,9 @@ export function admitAgent(deps: AgentAdmissionDeps, req: AgentStreamRequest): A
     [Header.serverCount]: [String(deps.serverCount)],
   };
   if (flow === "credit") headers[FLOW_CONTROL_HEADER] = [CREDIT_FLOW_V1];
+  // Our agents ask to be sent each dial's egress policy (judged again after name resolution).
+  const egress = req.metadata(EGRESS_HEADER).includes(EGRESS_V1);
+  if (egress) headers[EGRESS_HEADER] = [EGRESS_V1];
 
   return {
     headers,
@@ -98,7 +108,14 @@ export function admitAgent(deps: AgentAdmissionDeps, req: AgentStreamRequest): A
       const session = new AgentSession(
         stream,
         { agentId, identifiers, tenant: principal.tenant, identity: principal.identity },
-        { dialTimeoutMs: deps.dialTimeoutMs, flow, liveness: deps.liveness, log, metrics: deps.metrics },
+        {
+          dialTimeoutMs: deps.dialTimeoutMs,
+          flow,
+          egress,
+          liveness: deps.liveness,
+          log,
+          metrics: deps.metrics,
+        },
       );
       session.on("responsive", (responsive) => {
         if (responsive) deps.metrics.unresponsiveAgents.dec();

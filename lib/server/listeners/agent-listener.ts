@@ -5,7 +5,8 @@
  *
  * Given a CallerFront (tenant mode), the port serves every role, as one port behind a load
  * balancer must: ALPN kgw-tunnel/1 is an agent; h2 is routed by `:path` to AgentService.Connect
- * or ProxyService.Proxy; HTTP/1.1 (or no ALPN, sniffed) is CONNECT. What a peer may do comes from
+ * or ProxyService.Proxy; HTTP/1.1 (or no ALPN, sniffed) is CONNECT, or, with the install route on,
+ * `GET /v1/install/<token>.yaml` (lib/server/install/). What a peer may do comes from
  * the credential each call or request shows, never from how it arrived.
  */
 import { createServer as createTlsServer, type TLSSocket, type Server as TlsServer } from "node:tls";
@@ -14,6 +15,7 @@ import { TUNNEL_ALPN } from "../../proto/tunnel-frames.js";
 import { acceptFrontendConnection } from "../../transport/frontend-connection.js";
 import { AGENT_SERVICE } from "../../transport/grpc-services.js";
 import { serverTlsSettings } from "../../transport/tls-files.js";
+import type { InstallRoute } from "../install/install-route.js";
 import { AGENT_PROBE_ANSWER_MS, KEEPALIVE_TIMEOUT_MS, MAX_MESSAGE_BYTES } from "../timeouts.js";
 import type { AgentAdmissionDeps } from "./agent-admission.js";
 import { createAgentConnectHandler } from "./agent-connect-handler.js";
@@ -26,7 +28,7 @@ const CONNECT_PATH = AGENT_SERVICE.connect!.path;
 
 export type AgentListenerDeps = Pick<
   AgentAdmissionDeps,
-  "authenticate" | "hold" | "registry" | "accepting" | "log" | "metrics"
+  "authenticate" | "hold" | "quotas" | "registry" | "accepting" | "log" | "metrics"
 >;
 
 export function buildAgentListener(
@@ -34,6 +36,7 @@ export function buildAgentListener(
   opts: ServerOptions,
   deps: AgentListenerDeps,
   callers?: CallerFront,
+  install?: InstallRoute,
 ): TlsServer {
   const log = deps.log.child({ component: "agent-listener" });
   const admission: AgentAdmissionDeps = {
@@ -76,13 +79,19 @@ export function buildAgentListener(
     ...serverTlsSettings(opts.agent.tls, opts.tlsMinVersion, false, "cluster"),
     // Server preference decides: our agents offer both and get the tunnel, upstream agents offer
     // only h2, kube-apiserver's HTTPConnect client none or http/1.1.
-    ALPNProtocols: callers ? [TUNNEL_ALPN, "h2", "http/1.1"] : [TUNNEL_ALPN, "h2"],
+    ...(install
+      ? { ALPNCallback: ({ protocols }: { protocols: string[] }) => chooseWithInstall(protocols) }
+      : { ALPNProtocols: callers ? [TUNNEL_ALPN, "h2", "http/1.1"] : [TUNNEL_ALPN, "h2"] }),
     handshakeTimeout: opts.handshakes.timeoutMs,
   });
-  const connectionOptions = callers?.connectionOptions("gateway", grpc, {
-    maxHeaderBytes: opts.frontend.maxHeaderBytes,
-    headerTimeoutMs: opts.frontend.headerTimeoutMs,
-  });
+  const connectionOptions = callers && {
+    ...callers.connectionOptions("gateway", grpc, {
+      maxHeaderBytes: opts.frontend.maxHeaderBytes,
+      headerTimeoutMs: opts.frontend.headerTimeoutMs,
+    }),
+    // GET /v1/install/<token>.yaml beside CONNECT, under the same head limits and timeout.
+    ...(install ? { onGet: install } : {}),
+  };
   server.on("secureConnection", (socket: TLSSocket) => {
     if (socket.alpnProtocol === TUNNEL_ALPN) void acceptTunnel(socket);
     else if (connectionOptions) acceptFrontendConnection(socket, connectionOptions);
@@ -90,4 +99,15 @@ export function buildAgentListener(
   });
   set.trackTls(server, "agent", opts.handshakes);
   return server;
+}
+
+/**
+ * ALPN with the install route on: as the server preference above, except that a client offering
+ * http/1.1 gets it even if it offers h2 too. kubectl (Go's net/http) and curl offer both and
+ * fetch the install link over HTTP/1.1; gRPC clients (grpc-go, grpc-js, our agent) offer h2 and
+ * never http/1.1, so they still get h2. undefined (no protocol in common) refuses the handshake.
+ */
+export function chooseWithInstall(offered: readonly string[]): string | undefined {
+  for (const p of [TUNNEL_ALPN, "http/1.1", "h2"]) if (offered.includes(p)) return p;
+  return undefined;
 }

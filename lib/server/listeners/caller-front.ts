@@ -114,7 +114,7 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
       const call = request.accept();
       const session = new GrpcFrontendSession(
         call,
-        bindDialer(deps.dialer, { caller }),
+        bindDialer(deps.dialer, { caller, frontend: "grpc" }),
         frontendLog,
         metrics,
       );
@@ -152,7 +152,7 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
           socket,
           address: request.target,
           rest,
-          dialer: bindDialer(deps.dialer, { caller }),
+          dialer: bindDialer(deps.dialer, { caller, frontend: "connect" }),
           log: connectLog,
           metrics,
         });

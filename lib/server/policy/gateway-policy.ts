@@ -4,11 +4,13 @@
  * (services/server/main.ts) chooses them; tenancy and egress policy replace the single-tenant
  * defaults built here.
  */
+
 import { readFileSync } from "node:fs";
 import type { ServerOptions } from "../../config/server-options.js";
 import { ConfigError } from "../../errors.js";
 import type { DialRequest } from "../../tunnel/endpoints.js";
 import type { CredentialHold, DialContext } from "../core/dial-context.js";
+import type { InstallRoute } from "../install/install-route.js";
 import {
   type AgentAuthenticator,
   hashToken,
@@ -16,9 +18,14 @@ import {
   staticAgentAuthenticator,
 } from "./agent-auth.js";
 import { type CallerAuthenticator, singleTenantCallerAuthenticator } from "./caller-auth.js";
+import type { QuotaBook } from "./tenant-quotas.js";
 
-/** Throws a GatewayError (ForbiddenError: 403 / PERMISSION_DENIED) for a dial it refuses. */
-export type DialAuthorizer = (ctx: DialContext, req: DialRequest) => void;
+/**
+ * Throws a GatewayError for a dial it refuses (DestinationNotAllowedError: 403 /
+ * PERMISSION_DENIED); otherwise returns the request as it goes to the agent, with whatever the
+ * policy attaches (the tenant's egress policy, for our agents).
+ */
+export type DialAuthorizer = (ctx: DialContext, req: DialRequest) => DialRequest;
 
 export interface GatewayPolicy {
   authenticateAgent: AgentAuthenticator;
@@ -26,6 +33,13 @@ export interface GatewayPolicy {
   authorizeDial: DialAuthorizer;
   /** Told of every agent stream, frontend call and CONNECT tunnel, to close it on revocation. */
   hold: CredentialHold;
+  /** Tenants' quotas (tenant-quotas.ts); absent: none. */
+  quotas?: QuotaBook;
+  /**
+   * The one-line agent install on the gateway port (lib/server/install/), built from the tenant
+   * store the policy holds; absent: off (the drop-in, or no --install-gateway-address).
+   */
+  install?: InstallRoute;
   /** Releases what the policy holds (a tenant store and its watch); the gateway calls it last. */
   close?(): void | Promise<void>;
 }
@@ -34,7 +48,7 @@ export interface GatewayPolicy {
 export const holdNothing: CredentialHold = () => () => {};
 
 /** Every dial an authenticated caller asks for (the agent applies its destination policy). */
-export const allowEveryDial: DialAuthorizer = () => {};
+export const allowEveryDial: DialAuthorizer = (_ctx, req) => req;
 
 function loadTokenHashes(opts: ServerOptions): Buffer[] {
   const tokens = [...opts.agent.tokens];

@@ -8,6 +8,7 @@ import { ConfigError } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
 import { openFileTenantStore } from "../../tenancy/file-store/file-tenant-store.js";
+import { openInstallRoute } from "../install/open-install-route.js";
 import { type GatewayPolicy, singleTenantPolicy } from "./gateway-policy.js";
 import { tenantPolicy } from "./tenant-policy.js";
 
@@ -40,10 +41,19 @@ export async function openPolicy(
       },
     );
   }
+  let install: Awaited<ReturnType<typeof openInstallRoute>> | undefined;
+  try {
+    install = tenancy.install ? await openInstallRoute(tenancy.install, { store, log, metrics }) : undefined;
+  } catch (err) {
+    watch.close();
+    await store.close();
+    throw err;
+  }
   const policy = tenantPolicy({
     watch,
     udsTenant: tenancy.udsTenant,
     recheckIntervalMs: tenancy.watchIntervalMs,
+    defaultQuotas: tenancy.defaultQuotas,
     log,
     metrics,
   });
@@ -53,6 +63,7 @@ export async function openPolicy(
   );
   return {
     ...policy,
+    ...(install ? { install } : {}),
     close: async () => {
       policy.close();
       watch.close();

@@ -22,6 +22,7 @@ import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
 import { BEARER_PREFIX } from "../../proto/headers.js";
 import type { RefusalReason } from "../../tenancy/errors.js";
+import type { TenantQuotas } from "../../tenancy/quotas.js";
 import type { TenantWatch } from "../../tenancy/store.js";
 import {
   authenticateAgentCertificate,
@@ -35,8 +36,10 @@ import {
 import type { CredentialHold, CredentialRef } from "../core/dial-context.js";
 import type { AgentAuthenticator } from "./agent-auth.js";
 import { type CallerAuthenticator, certificatePrincipal } from "./caller-auth.js";
-import { allowEveryDial, type GatewayPolicy } from "./gateway-policy.js";
+import { egressAuthorizer } from "./egress-authorizer.js";
+import type { GatewayPolicy } from "./gateway-policy.js";
 import { LiveCredentials } from "./live-credentials.js";
+import { tenantQuotas } from "./tenant-quotas.js";
 
 export interface TenantPolicyOptions {
   watch: TenantWatch;
@@ -44,6 +47,8 @@ export interface TenantPolicyOptions {
   udsTenant: string | null;
   /** Live credentials are checked again this often even when the store has not changed. */
   recheckIntervalMs: number;
+  /** Every tenant's quotas unless its record sets its own. */
+  defaultQuotas: Required<TenantQuotas>;
   log: Logger;
   metrics: ServerMetrics;
   now?: () => Date;
@@ -215,8 +220,16 @@ export function tenantPolicy(o: TenantPolicyOptions): TenantPolicy {
     authenticateAgent,
     authenticateCaller,
     // Tenants are kept apart by the agent directory (a dial reaches its own tenant's agents
-    // only); egress policy per tenant is the next layer.
-    authorizeDial: allowEveryDial,
+    // only); within its tenant, a dial goes only where the tenant's egress policy allows.
+    quotas: tenantQuotas({
+      lookup,
+      defaults: o.defaultQuotas,
+      refused: (quota) => o.metrics.quotaRefusals.inc({ quota }),
+    }),
+    authorizeDial: egressAuthorizer({
+      lookup,
+      refused: (rule) => o.metrics.egressRefusals.inc({ rule }),
+    }),
     hold,
     live,
     close: () => {

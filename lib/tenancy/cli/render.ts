@@ -3,11 +3,14 @@
  * hash, so no output path can leak one; text fields come from validated records (printable,
  * bounded), so nothing printed can drive the terminal.
  */
+
 import type { WrittenAgentBundle } from "../bundle/agent-bundle.js";
 import type { CallerBundleOptions, WrittenBundle } from "../bundle/caller-bundle.js";
 import { BUNDLE_FILES } from "../bundle/egress-selector.js";
 import { type CredentialStatus, credentialStatus, isUsable } from "../credential-status.js";
+import { type InstallTokenStatus, installTokenStatus } from "../install/install-tokens.js";
 import { CREDENTIAL_KINDS, type CredentialKind, credentialsOf, type TenantRecord } from "../model.js";
+import { QUOTA_NAMES } from "../quotas.js";
 
 export interface PublicCredential {
   kind: CredentialKind;
@@ -21,6 +24,17 @@ export interface PublicCredential {
   notAfter?: string;
 }
 
+/** An install token as `show` prints it: never the secret, never the hash. */
+export interface PublicInstallToken {
+  id: string;
+  status: InstallTokenStatus;
+  singleUse: boolean;
+  createdAt: string;
+  expiresAt: string;
+  usedAt: string | null;
+  revokedAt: string | null;
+}
+
 export interface PublicTenant {
   id: string;
   displayName: string;
@@ -29,6 +43,7 @@ export interface PublicTenant {
   createdAt: string;
   updatedAt: string;
   credentials: PublicCredential[];
+  installTokens: PublicInstallToken[];
 }
 
 export function publicTenant(record: TenantRecord, now: Date): PublicTenant {
@@ -56,6 +71,16 @@ export function publicTenant(record: TenantRecord, now: Date): PublicTenant {
     createdAt: record.createdAt,
     updatedAt: record.updatedAt,
     credentials,
+    // Field by field, as above.
+    installTokens: record.installTokens.map((t) => ({
+      id: t.id,
+      status: installTokenStatus(t, now),
+      singleUse: t.singleUse,
+      createdAt: t.createdAt,
+      expiresAt: t.expiresAt,
+      usedAt: t.usedAt,
+      revokedAt: t.revokedAt,
+    })),
   };
 }
 
@@ -92,7 +117,8 @@ export function tenantDetails(record: TenantRecord, now: Date): string {
     `tenant ${view.id} (${view.displayName}): ${view.state}, version ${view.version}`,
     `created ${view.createdAt}, updated ${view.updatedAt}`,
   ];
-  if (view.credentials.length === 0) return `${head.join("\n")}\nno credentials\n`;
+  if (view.credentials.length === 0 && view.installTokens.length === 0)
+    return `${head.join("\n")}\nno credentials\n`;
   const rows = view.credentials.map((c) => [
     c.kind,
     c.id,
@@ -100,6 +126,16 @@ export function tenantDetails(record: TenantRecord, now: Date): string {
     c.createdAt,
     c.revokedAt ?? c.expiresAt ?? c.notAfter ?? "-",
   ]);
+  for (const t of view.installTokens) {
+    const ends = t.revokedAt ?? (t.status === "used" ? t.usedAt : null) ?? t.expiresAt;
+    rows.push([
+      t.singleUse ? "install-token" : "install-token (reusable)",
+      t.id,
+      t.status,
+      t.createdAt,
+      ends!,
+    ]);
+  }
   return `${head.join("\n")}\n\n${table(["KIND", "ID", "STATUS", "CREATED", "ENDS"], rows)}`;
 }
 
@@ -163,4 +199,64 @@ export function agentBundleText(written: WrittenAgentBundle, mountDir: string, n
         ]
       : []),
   ];
+}
+
+/** What `kgw tenant manifest` says besides the YAML (on stderr when the YAML goes to stdout). */
+export function manifestText(tenantId: string, tokenId: string, file: string | null): string[] {
+  return [
+    `Agent manifest for tenant ${tenantId}${file ? ` written to ${file} (mode 0600)` : ""}, with a new agent token, id ${tokenId}.`,
+    "  It holds the token: keep it as a secret. Apply it with kubectl apply -f.",
+    "  The tenant's other agent tokens stay valid; revoke the ones no agent uses any more.",
+  ];
+}
+
+/** `kgw tenant policy`: the rules one per line, then what the flags let through. */
+export function egressText(record: TenantRecord, changed: boolean): string {
+  const p = record.egress;
+  const rules = p.allow.length === 0 ? ["  (none: every dial is refused)"] : p.allow.map((r) => `  ${r}`);
+  return [
+    `egress policy of tenant ${record.id}${changed ? ` (now version ${record.version})` : ""}:`,
+    "allow:",
+    ...rules,
+    `loopback: ${p.allowLoopback ? "allowed" : "refused"}`,
+    `link-local and cloud metadata: ${p.allowLinkLocal ? "allowed" : "refused"}`,
+    "",
+  ].join("\n");
+}
+
+/** `kgw tenant quota`: the tenant's overrides; the rest is the server's default. */
+export function quotaText(record: TenantRecord, changed: boolean): string {
+  const set = QUOTA_NAMES.filter((q) => record.quotas[q] !== undefined);
+  return [
+    `quotas of tenant ${record.id}${changed ? ` (now version ${record.version})` : ""}, per gateway instance:`,
+    ...QUOTA_NAMES.map((q) => `  ${q}: ${record.quotas[q] ?? "the server's default"}`),
+    ...(set.length === 0 ? ["(all from the server's --tenant-* flags)"] : []),
+    "",
+  ].join("\n");
+}
+
+/** `kgw tenant install-token`: the one line, and its curl twin for a privately trusted gateway. */
+export function installText(
+  tenantId: string,
+  issued: { tokenId: string; expiresAt: string; singleUse: boolean },
+  lines: { kubectl: string; curl: string | null },
+): string {
+  return [
+    `Install link for tenant ${tenantId}: token id ${issued.tokenId}, ${issued.singleUse ? "single use" : "reusable"}, until ${issued.expiresAt}.`,
+    "Run this where kubectl reaches the tenant's cluster (shown once; only its SHA-256 is stored):",
+    "",
+    `  ${lines.kubectl}`,
+    "",
+    ...(lines.curl
+      ? [
+          "If the gateway's certificate is not publicly trusted (kubectl trusts the system's CAs only):",
+          "",
+          `  ${lines.curl}`,
+          "",
+        ]
+      : []),
+    "Anyone holding the link can install an agent of this tenant until it is used or expires;",
+    `revoke it with: kgw tenant revoke ${tenantId} ${issued.tokenId}`,
+    "",
+  ].join("\n");
 }

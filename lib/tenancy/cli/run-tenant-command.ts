@@ -1,14 +1,21 @@
 /**
  * `kgw tenant …`: carries out one parsed command (lib/config/tenant-options.ts) against the file
  * store and prints the result. Secrets are printed exactly once, by the command that made them
- * (create, rotate); everything else prints the public view (render.ts).
+ * (create, rotate, manifest); everything else prints the public view (render.ts).
  */
 import type { OutputFormat, TenantCommand } from "../../config/tenant-options.js";
+import { DEFAULT_EGRESS_POLICY } from "../../egress/egress-policy.js";
 import { ConfigError, GatewayError } from "../../errors.js";
 import { writeAgentBundle } from "../bundle/agent-bundle.js";
 import { type WrittenBundle, writeCallerBundle } from "../bundle/caller-bundle.js";
 import { TenantNotFoundError } from "../errors.js";
 import { openFileTenantStore } from "../file-store/file-tenant-store.js";
+import { issueInstallToken } from "../install/store-operations.js";
+import { InvalidManifestInputError } from "../manifest/errors.js";
+import type { AgentManifestInput } from "../manifest/input.js";
+import { readManifestCaBundle, writeManifestFile } from "../manifest/manifest-file.js";
+import { mintAgentToken } from "../manifest/mint-agent-token.js";
+import { renderAgentManifest } from "../manifest/render.js";
 import { updateTenant } from "../mutate.js";
 import {
   addToken,
@@ -17,6 +24,8 @@ import {
   findCredential,
   requireActive,
   revokeCredential,
+  setEgressPolicy,
+  setQuotas,
 } from "../operations.js";
 import type { TenantStore } from "../store.js";
 import { normalizeSerial } from "../tenant-uri.js";
@@ -27,7 +36,11 @@ import {
   agentBundleView,
   bundleText,
   bundleView,
+  egressText,
+  installText,
+  manifestText,
   publicTenant,
+  quotaText,
   rotatedText,
   tenantDetails,
   tenantTable,
@@ -71,6 +84,8 @@ async function execute(command: TenantCommand, store: TenantStore, io: Io): Prom
         agent = generateToken("agent", command.tenantId);
         let r = createTenantRecord({ id: command.tenantId, displayName: command.displayName }, current, t);
         r = addToken(r, "agent-token", agent, t);
+        // In the same write: a gateway must never see the tenant with a policy it was not given.
+        if (command.egress) r = setEgressPolicy(r, command.egress, t);
         if (command.callerToken) {
           caller = generateToken("caller", command.tenantId);
           r = addToken(r, "caller-token", caller, t);
@@ -121,6 +136,35 @@ async function execute(command: TenantCommand, store: TenantStore, io: Io): Prom
       print({ tenants: tenants.map((t) => publicTenant(t, io.now())) }, () => tenantTable(tenants, io.now()));
       for (const bad of listing.unreadable) io.err(`kgw tenant list: ${bad.message}\n`);
       return listing.unreadable.length > 0 ? 1 : 0;
+    }
+    case "quota": {
+      let record = await store.get(command.tenantId);
+      const changed = Object.keys(command.changes).length > 0;
+      if (changed) {
+        record = await updateTenant(store, command.tenantId, (current) =>
+          setQuotas(requireActive(current, command.tenantId), command.changes, io.now()),
+        );
+      }
+      const active = requireActive(record, command.tenantId);
+      print({ tenant: active.id, version: active.version, quotas: active.quotas }, () =>
+        quotaText(active, changed),
+      );
+      return 0;
+    }
+    case "policy": {
+      const { change } = command;
+      let record = await store.get(command.tenantId);
+      if (change !== null) {
+        const policy = change === "default" ? DEFAULT_EGRESS_POLICY : change;
+        record = await updateTenant(store, command.tenantId, (current) =>
+          setEgressPolicy(requireActive(current, command.tenantId), policy, io.now()),
+        );
+      }
+      const active = requireActive(record, command.tenantId);
+      print({ tenant: active.id, version: active.version, egress: active.egress }, () =>
+        egressText(active, change !== null),
+      );
+      return 0;
     }
     case "show": {
       const record = await store.get(command.tenantId);
@@ -183,9 +227,11 @@ async function execute(command: TenantCommand, store: TenantStore, io: Io): Prom
       const record = await updateTenant(store, command.tenantId, (current) => {
         const active = requireActive(current, command.tenantId);
         // As typed, or as a serial printed with colons or leading zeros (openssl does both).
-        const id = findCredential(active, command.credentialId)
-          ? command.credentialId
-          : (normalizeSerial(command.credentialId) ?? command.credentialId);
+        const id =
+          findCredential(active, command.credentialId) ||
+          active.installTokens.some((t) => t.id === command.credentialId)
+            ? command.credentialId
+            : (normalizeSerial(command.credentialId) ?? command.credentialId);
         return revokeCredential(active, id, io.now());
       });
       print(
@@ -213,7 +259,100 @@ async function execute(command: TenantCommand, store: TenantStore, io: Io): Prom
       );
       return 0;
     }
+    case "manifest":
+      return manifest(command, store, io);
+    case "install-token": {
+      const s = command.install;
+      const issued = await issueInstallToken(
+        store,
+        command.tenantId,
+        { ttlMs: s.ttlMs, singleUse: s.singleUse },
+        io.now,
+      );
+      const url = `${s.gateway.url}/v1/install/${issued.token}.yaml`;
+      const lines = {
+        kubectl: `kubectl apply -f ${url}`,
+        curl:
+          s.caBundle === null
+            ? null
+            : `curl --cacert ${shellWord(s.caBundle)} -fsSL ${url} | kubectl apply -f -`,
+      };
+      const view = { tokenId: issued.tokenId, expiresAt: issued.expiresAt, singleUse: s.singleUse };
+      print(
+        {
+          tenant: publicTenant(issued.record, io.now()),
+          installToken: { ...view, token: issued.token, url },
+          command: lines.kubectl,
+          curlCommand: lines.curl,
+        },
+        () => installText(command.tenantId, view, lines),
+      );
+      return 0;
+    }
   }
+}
+
+/** A path as one shell word: as is when plain, single-quoted otherwise. */
+function shellWord(text: string): string {
+  return /^[A-Za-z0-9_./:=@%+-]+$/.test(text) ? text : `'${text.replaceAll("'", "'\\''")}'`;
+}
+
+/**
+ * Every check runs before a token is minted: the CA file is read, and the manifest is rendered
+ * once with a throwaway token that is never stored. Then the token is minted and the manifest
+ * rendered for real; the YAML goes to --out (0600) or to stdout, where it can be piped to
+ * kubectl, so everything else goes to stderr.
+ */
+async function manifest(
+  command: Extract<TenantCommand, { name: "manifest" }>,
+  store: TenantStore,
+  io: Io,
+): Promise<number> {
+  const s = command.manifest;
+  const caPem = await readManifestCaBundle(s.caBundle, s.caBundleFlag);
+  const input = (agentToken: string): AgentManifestInput => ({
+    tenantId: command.tenantId,
+    gateway: { host: s.gateway.host, port: s.gateway.port },
+    caPem,
+    agentToken,
+    image: s.image,
+    namespace: s.namespace,
+    replicas: s.replicas,
+    flavor: s.flavor,
+  });
+  try {
+    renderAgentManifest(input(generateToken("agent", command.tenantId).token));
+  } catch (err) {
+    if (err instanceof InvalidManifestInputError && err.field === "caPem") {
+      throw new ConfigError(`${s.caBundleFlag}: ${s.caBundle}: ${err.reason}`);
+    }
+    throw err;
+  }
+  const minted = await mintAgentToken(store, command.tenantId, io.now);
+  const yaml = renderAgentManifest(input(minted.token));
+  let file: string | null = null;
+  if (s.outFile !== null) {
+    try {
+      file = await writeManifestFile(s.outFile, yaml);
+    } catch (err) {
+      io.err(
+        `kgw tenant manifest: the manifest was not written to ${s.outFile}: ${(err as Error).message}\n` +
+          `its agent token ${minted.tokenId} is listed but unused: kgw tenant revoke ${command.tenantId} ${minted.tokenId}\n`,
+      );
+      return 1;
+    }
+  }
+  const tenant = publicTenant(minted.record, io.now());
+  if (command.output === "json") {
+    const where = file === null ? { manifest: yaml } : { file };
+    io.out(`${JSON.stringify({ tenant, agentTokenId: minted.tokenId, ...where }, null, 2)}\n`);
+  } else if (file === null) {
+    io.out(yaml);
+    io.err(`${manifestText(command.tenantId, minted.tokenId, null).join("\n")}\n`);
+  } else {
+    io.out(`${manifestText(command.tenantId, minted.tokenId, file).join("\n")}\n`);
+  }
+  return 0;
 }
 
 function printer(format: OutputFormat, io: Io) {

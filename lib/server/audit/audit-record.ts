@@ -1,0 +1,186 @@
+/**
+ * The audit record of one dial: who asked (tenant, principal, listener, frontend), where it went
+ * (destination, agent, instance), how it ended (outcome, error code) and what it carried (bytes
+ * each way, dial latency, duration). One per dial, written when its tunnel ends or its dial fails.
+ *
+ * A record is built from the fields named here and nothing else (never from a request, its
+ * headers or a credential object), so a secret cannot reach it by accident. Strings a peer chose
+ * are cut to a length and cleaned of control characters, so a record has a size bound
+ * (AUDIT_RECORD_MAX_BYTES) whatever the peer sent.
+ */
+import type { ErrorCode } from "../../errors.js";
+import type { CallerIdentity, CallerListener, FrontendKind } from "../core/dial-context.js";
+
+/**
+ * How a dial ended, for people and for the `outcome` label of kgw_tenant_dials_total:
+ *  - ok: the tunnel was established and closed normally (by either side);
+ *  - broken: the tunnel was established and then broke (agent gone, backend error, protocol);
+ *  - refused: the agent could not connect to the destination (refused, unreachable, DNS: 502);
+ *  - denied: policy said no (authorization, the agent's destination policy, quota);
+ *  - unavailable: no agent could take it (none connected or answering, agent gone, shutting down);
+ *  - timeout: no answer in time (ours or the agent's connect timeout);
+ *  - cancelled: the caller gave up before the answer;
+ *  - failed: anything else (a protocol error, an internal error).
+ */
+export type DialOutcome =
+  | "ok"
+  | "broken"
+  | "refused"
+  | "denied"
+  | "unavailable"
+  | "timeout"
+  | "cancelled"
+  | "failed";
+
+export const DIAL_OUTCOMES: readonly DialOutcome[] = [
+  "ok",
+  "broken",
+  "refused",
+  "denied",
+  "unavailable",
+  "timeout",
+  "cancelled",
+  "failed",
+];
+
+/** The outcome of a dial that failed before its tunnel was established, by error code. */
+const DIAL_FAILURE_OUTCOME: Record<ErrorCode, DialOutcome> = {
+  ERR_CONFIG: "failed",
+  ERR_BAD_REQUEST: "failed",
+  ERR_METHOD_NOT_ALLOWED: "failed",
+  ERR_HEADERS_TOO_LARGE: "failed",
+  ERR_HEADERS_TIMEOUT: "failed",
+  ERR_UNAUTHENTICATED: "denied",
+  ERR_PROXY_AUTH_REQUIRED: "denied",
+  ERR_FORBIDDEN: "denied",
+  ERR_QUOTA: "denied",
+  ERR_NO_AGENT: "unavailable",
+  ERR_AGENT_GONE: "unavailable",
+  ERR_DIAL_FAILED: "refused",
+  ERR_DIAL_TIMEOUT: "timeout",
+  ERR_DIAL_CANCELLED: "cancelled",
+  ERR_DESTINATION_NOT_ALLOWED: "denied",
+  ERR_CONNECTION_BROKEN: "failed",
+  ERR_UNKNOWN_CONNECTION: "failed",
+  ERR_PROTOCOL: "failed",
+  ERR_UNSUPPORTED: "failed",
+  ERR_MESSAGE_TOO_LARGE: "failed",
+  ERR_DEADLINE_EXCEEDED: "timeout",
+  ERR_SHUTTING_DOWN: "unavailable",
+  ERR_SERVER_CONNECT: "failed",
+  ERR_NOT_FOUND: "failed",
+  ERR_ALREADY_EXISTS: "failed",
+  ERR_CONFLICT: "failed",
+  ERR_STORE_CORRUPT: "failed",
+  ERR_STORE_UNAVAILABLE: "unavailable",
+};
+
+/** Outcome of a dial that failed with `code` (null: not one of our typed errors). */
+export function dialFailureOutcome(code: ErrorCode | null): DialOutcome {
+  return code === null ? "failed" : DIAL_FAILURE_OUTCOME[code];
+}
+
+/**
+ * Longest destination kept: a DNS name (253) with a port and IPv6 brackets fits. A CONNECT
+ * target may be as long as --max-header-bytes and a gRPC DIAL_REQ address up to 16 MiB.
+ */
+export const AUDIT_DESTINATION_MAX_CHARS = 256;
+/**
+ * Longest principal, agent ID, instance and tenant kept. Ours are far shorter ("token:" and 16
+ * hex digits; a certificate's CN and a 40-digit serial); an agent ID or a CN is the peer's.
+ */
+export const AUDIT_NAME_MAX_CHARS = 128;
+/**
+ * Every record, serialized as one JSON line, is at most this long: with the cuts above and every
+ * character at most 3 bytes of UTF-8 (controls and lone surrogates are replaced, never escaped),
+ * the strings take at most 2.3 KiB. At or under PIPE_BUF (4096 on Linux) one write of a record
+ * to a pipe is atomic, so records on stdout are never interleaved with the server log's lines.
+ */
+export const AUDIT_RECORD_MAX_BYTES = 4096;
+
+export interface DialAuditRecord {
+  /** When the record was written (the tunnel ended or the dial failed), ISO 8601 UTC. */
+  time: string;
+  tenant: string;
+  /** "cert:<CN>#<serial>", "token:<id>", "uds" or "anonymous"; never a secret. */
+  principal: string;
+  listener: CallerListener;
+  frontend: FrontendKind;
+  /** The server that served the dial (--server-id). */
+  instance: string;
+  /** null when no agent was chosen (none available, refused by policy first). */
+  agentId: string | null;
+  /** host:port as the caller asked for it. */
+  destination: string;
+  outcome: DialOutcome;
+  /** The typed error code (lib/errors.ts) when the outcome is not ok; otherwise null. */
+  code: ErrorCode | null;
+  /** Bytes the caller sent into the tunnel (towards the destination). */
+  bytesFromCaller: number;
+  /** Bytes the destination sent back, handed to the caller. */
+  bytesToCaller: number;
+  /** From the dial's arrival to the agent's answer (or the failure). */
+  dialMs: number;
+  /** From the dial's arrival to the record. */
+  durationMs: number;
+}
+
+export interface DialRecordInput {
+  /** Epoch milliseconds of the end. */
+  endedAt: number;
+  caller: CallerIdentity;
+  frontend: FrontendKind;
+  instance: string;
+  agentId: string | null;
+  destination: string;
+  outcome: DialOutcome;
+  code: ErrorCode | null;
+  bytesFromCaller: number;
+  bytesToCaller: number;
+  dialMs: number;
+  durationMs: number;
+}
+
+/**
+ * C0 and C1 controls, DEL, and UTF-16 surrogates not in a pair: JSON would escape each as six
+ * bytes (\u001b); U+FFFD costs three and keeps terminal escapes out of anyone's `tail`.
+ */
+const UNSAFE_CHARS =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+  /[\u0000-\u001f\u007f-\u009f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/** `value` cut to `max` UTF-16 units (the last one "…" when cut) and cleaned for the record. */
+export function auditField(value: string, max: number): string {
+  let v = value;
+  if (v.length > max) {
+    let end = max - 1;
+    // Never keep half of a surrogate pair.
+    const last = v.charCodeAt(end - 1);
+    if (last >= 0xd800 && last <= 0xdbff) end--;
+    v = `${v.slice(0, end)}…`;
+  }
+  return v.replace(UNSAFE_CHARS, "\ufffd");
+}
+
+/** Milliseconds to a tenth, non-negative. */
+const ms = (n: number): number => Math.max(0, Math.round(n * 10) / 10);
+
+/** The record of one dial; reads only the named fields of `input` (never the credential). */
+export function buildDialRecord(input: DialRecordInput): DialAuditRecord {
+  return {
+    time: new Date(input.endedAt).toISOString(),
+    tenant: auditField(input.caller.tenant, AUDIT_NAME_MAX_CHARS),
+    principal: auditField(input.caller.principal, AUDIT_NAME_MAX_CHARS),
+    listener: input.caller.listener,
+    frontend: input.frontend,
+    instance: auditField(input.instance, AUDIT_NAME_MAX_CHARS),
+    agentId: input.agentId === null ? null : auditField(input.agentId, AUDIT_NAME_MAX_CHARS),
+    destination: auditField(input.destination, AUDIT_DESTINATION_MAX_CHARS),
+    outcome: input.outcome,
+    code: input.outcome === "ok" ? null : input.code,
+    bytesFromCaller: input.bytesFromCaller,
+    bytesToCaller: input.bytesToCaller,
+    dialMs: ms(input.dialMs),
+    durationMs: ms(input.durationMs),
+  };
+}

@@ -1,0 +1,140 @@
+/**
+ * Follows one dial from the gateway's Dialer to its end, for its audit record and its tenant's
+ * metrics. It wraps the three things a dial passes around (the caller's FrontendEnd, the
+ * BackendLink it gets once established, the DialHandle it can cancel with), so it sees every way
+ * a dial ends, whatever directory or transport carried it (the local registry or, later, a peer
+ * link), and the core needs to know nothing of it.
+ *
+ * Cost on the data path: one extra call and two integer additions per chunk each way; the
+ * wrappers are made once per dial. Nothing is logged or allocated per chunk.
+ */
+import { performance } from "node:perf_hooks";
+import { type ErrorCode, GatewayError } from "../../errors.js";
+import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
+import type { DialContext, DialObserver } from "../core/dial-context.js";
+import { buildDialRecord, type DialOutcome, dialFailureOutcome } from "./audit-record.js";
+import type { AuditSink } from "./audit-sink.js";
+import type { TenantMetrics, TenantSeries } from "./tenant-metrics.js";
+
+export interface DialTrackerDeps {
+  sink: AuditSink;
+  tenants: TenantMetrics;
+  /** This server's ID (--server-id), the record's `instance`. */
+  instance: string;
+}
+
+type State = "dialing" | "open" | "done";
+
+export class DialTracker implements DialObserver {
+  /** The context to dial with: the caller's, with this tracker as its observer. */
+  readonly context: DialContext;
+  private state: State = "dialing";
+  private agentId: string | null = null;
+  private bytesFromCaller = 0;
+  private bytesToCaller = 0;
+  private readonly startedAt = performance.now();
+  private answeredAt = 0;
+  private readonly series: TenantSeries;
+
+  constructor(
+    ctx: DialContext,
+    private readonly req: DialRequest,
+    private readonly deps: DialTrackerDeps,
+  ) {
+    this.context = { ...ctx, observer: this };
+    this.series = deps.tenants.dialStarted(ctx.caller.tenant);
+  }
+
+  routed(agentId: string): void {
+    this.agentId = agentId;
+  }
+
+  /** The dial was refused before it was sent (thrown by the Dialer). */
+  failed(err: unknown): void {
+    const code = err instanceof GatewayError ? err.code : null;
+    this.end(dialFailureOutcome(code), code);
+  }
+
+  /** The caller's end, counting what it is handed and seeing how the dial ends. */
+  frontend(end: FrontendEnd): FrontendEnd {
+    return {
+      established: (link) => {
+        // A late answer to a dial already recorded (cancelled): the caller's end closes it.
+        if (this.state !== "dialing") return end.established(link);
+        this.state = "open";
+        this.answeredAt = performance.now();
+        this.series.tunnelsOpen++;
+        end.established(this.link(link));
+      },
+      dialFailed: (err) => {
+        this.end(dialFailureOutcome(err.code), err.code);
+        end.dialFailed(err);
+      },
+      deliver: (data, flushed) => {
+        const n = data.byteLength;
+        this.bytesToCaller += n;
+        this.series.toClient += n;
+        return end.deliver(data, flushed);
+      },
+      onceWritable: (cb) => end.onceWritable(cb),
+      closed: (err) => {
+        this.end(err ? "broken" : "ok", err?.code ?? null);
+        end.closed(err);
+      },
+    };
+  }
+
+  /** The handle the caller cancels with: a cancel while the dial is pending is its end. */
+  handle(handle: DialHandle): DialHandle {
+    return {
+      cancel: () => {
+        if (this.state === "dialing") this.end("cancelled", "ERR_DIAL_CANCELLED");
+        handle.cancel();
+      },
+    };
+  }
+
+  private link(link: BackendLink): BackendLink {
+    return {
+      send: (data) => {
+        const n = data.byteLength;
+        this.bytesFromCaller += n;
+        this.series.toAgent += n;
+        return link.send(data);
+      },
+      onceWritable: (cb) => link.onceWritable(cb),
+      close: () => {
+        // The caller closed (or was closed: its stream ended, its credential was revoked).
+        this.end("ok", null);
+        link.close();
+      },
+    };
+  }
+
+  /** Exactly once per dial: the tenant's counters, then the record. */
+  private end(outcome: DialOutcome, code: ErrorCode | null): void {
+    if (this.state === "done") return;
+    const now = performance.now();
+    if (this.state === "open") this.series.tunnelsOpen--;
+    else this.answeredAt = now;
+    this.state = "done";
+    const { caller, frontend } = this.context;
+    this.deps.tenants.dialEnded(caller.tenant, outcome);
+    this.deps.sink.write(
+      buildDialRecord({
+        endedAt: Date.now(),
+        caller,
+        frontend,
+        instance: this.deps.instance,
+        agentId: this.agentId,
+        destination: this.req.address,
+        outcome,
+        code,
+        bytesFromCaller: this.bytesFromCaller,
+        bytesToCaller: this.bytesToCaller,
+        dialMs: this.answeredAt - this.startedAt,
+        durationMs: now - this.startedAt,
+      }),
+    );
+  }
+}

@@ -1,0 +1,59 @@
+/**
+ * A tenant's quotas: how much of a gateway instance one tenant may hold, so that a tenant at its
+ * limits (a dial storm, thousands of stalled tunnels, a crash-looping agent fleet) cannot take
+ * what the others need. Each is enforced per instance by the server (lib/server/policy/
+ * tenant-quotas.ts): over a limit, a dial gets 429 (CONNECT) or a DIAL_RSP error saying which
+ * quota, an agent stream RESOURCE_EXHAUSTED.
+ *
+ * The record holds only the tenant's overrides; what is not set there is the server's default
+ * (`--tenant-max-tunnels` and friends), so the operator can change every tenant's default in one
+ * place and still give one tenant more.
+ */
+import { InvalidTenantInputError } from "./errors.js";
+
+export interface TenantQuotas {
+  /** Tunnels open at once (dials in flight and connections), per instance. */
+  readonly maxTunnels?: number;
+  /** Dials per second, sustained (a token bucket refilled at this rate)... */
+  readonly dialsPerSecond?: number;
+  /** ...and how many may come at once (the bucket's size). */
+  readonly dialBurst?: number;
+  /** Agent streams at once, per instance. */
+  readonly maxAgents?: number;
+}
+
+export type QuotaName = keyof TenantQuotas;
+
+/** Bounds an operator may set: above them a "quota" is no protection, below them no service. */
+export const QUOTA_BOUNDS: Readonly<Record<QuotaName, readonly [min: number, max: number]>> = {
+  maxTunnels: [1, 1_000_000],
+  dialsPerSecond: [1, 100_000],
+  dialBurst: [1, 1_000_000],
+  maxAgents: [1, 10_000],
+};
+
+export const QUOTA_NAMES = Object.keys(QUOTA_BOUNDS) as QuotaName[];
+
+/** Checks overrides as stored or given; throws InvalidTenantInputError naming the quota. */
+export function validateQuotas(q: unknown): TenantQuotas {
+  if (typeof q !== "object" || q === null || Array.isArray(q))
+    throw new InvalidTenantInputError("quotas must be an object");
+  const out: Record<string, number> = {};
+  for (const [key, value] of Object.entries(q)) {
+    if (!Object.hasOwn(QUOTA_BOUNDS, key))
+      throw new InvalidTenantInputError(`unknown quota ${JSON.stringify(key.slice(0, 40))}`);
+    const [min, max] = QUOTA_BOUNDS[key as QuotaName];
+    if (!Number.isSafeInteger(value) || (value as number) < min || (value as number) > max)
+      throw new InvalidTenantInputError(`quota ${key} must be an integer from ${min} to ${max}`);
+    out[key] = value as number;
+  }
+  return out;
+}
+
+/** The quotas in force: the tenant's overrides over the server's defaults. */
+export function effectiveQuotas(
+  overrides: TenantQuotas,
+  defaults: Required<TenantQuotas>,
+): Required<TenantQuotas> {
+  return { ...defaults, ...overrides };
+}

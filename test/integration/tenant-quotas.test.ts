@@ -1,0 +1,157 @@
+/**
+ * Tenants' quotas on a running gateway: a tenant at its limits (tunnels held open, a dial storm,
+ * one agent too many) is refused with a clear error, and a second tenant dialing and moving
+ * bytes at the same time sees none of it: every one of its dials succeeds and every byte
+ * arrives. (How its latency and throughput move is a measurement, not a test: npm run bench.)
+ */
+import { request as httpsRequest } from "node:https";
+import type { Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RunningAgent } from "../../lib/agent/agent.js";
+import { startTestAgent, waitFor } from "../helpers/agent.js";
+import { type HttpBackend, patternStream, sha256Of, startHttpBackend } from "../helpers/backends.js";
+import { bodyText, httpOver } from "../helpers/connect-client.js";
+import { startTenantGateway, type TestGateway } from "../helpers/gateway.js";
+import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { type CreatedTenant, makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
+
+let pki: TestPki;
+let store: TestTenantStore;
+let t: TestGateway;
+let backend: HttpBackend;
+const tenants: Record<string, CreatedTenant> = {};
+const agents: RunningAgent[] = [];
+const sockets = new Set<Socket>();
+
+const MAX_TUNNELS = 6;
+const DIAL_BURST = 12;
+
+beforeAll(async () => {
+  pki = await getTestPki();
+  store = makeTenantStore(pki);
+  tenants.acme = await store.create("acme");
+  tenants.globex = await store.create("globex");
+  // The dial storm's tenant: a bucket of its own, full when the storm starts.
+  tenants.initech = await store.create("initech");
+  // Room for the whole storm at once, so that what stops it is the dial rate.
+  await store.run(["quota", "initech", "--max-tunnels=100"]);
+  t = await startTenantGateway(store.dir, [
+    "--tenant-watch-interval=200ms",
+    `--tenant-max-tunnels=${MAX_TUNNELS}`,
+    "--tenant-dial-rate=5",
+    `--tenant-dial-burst=${DIAL_BURST}`,
+    "--tenant-max-agents=1",
+  ]);
+  backend = await startHttpBackend();
+  for (const id of ["acme", "globex", "initech"]) {
+    const { agent } = await startTestAgent(pki, t.gw.addresses.agent.port, [
+      `--agent-token=${tenants[id]!.agentToken}`,
+      `--agent-id=${id}-agent`,
+    ]);
+    agents.push(agent);
+  }
+  await waitFor(() => t.gw.registry.size === 3, 5000, "the three agents");
+});
+
+afterAll(async () => {
+  for (const s of sockets) s.destroy();
+  for (const a of agents) await a.stop();
+  await t?.gw.close();
+  await backend?.close();
+  store?.remove();
+});
+
+/** CONNECT as `tenant`'s caller; the status, the error code, and the tunnel when it opened. */
+function connectAs(
+  tenant: string,
+  target = backend.address,
+): Promise<{ status: number; code: string | undefined; socket: Socket }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest({
+      method: "CONNECT",
+      path: target,
+      host: "127.0.0.1",
+      port: t.gw.addresses.agent.port,
+      servername: "localhost",
+      ca: pki.ca.certPem,
+      agent: false,
+      headers: { host: target, "proxy-authorization": `Bearer ${tenants[tenant]!.callerToken}` },
+    });
+    req.once("connect", (res, socket) => {
+      sockets.add(socket);
+      socket.on("error", () => {});
+      const code = res.headers["x-kgw-error-code"];
+      resolve({ status: res.statusCode ?? 0, code: typeof code === "string" ? code : undefined, socket });
+    });
+    req.once("error", reject);
+    req.end();
+  });
+}
+
+/** POSTs `n` pattern bytes through a tunnel of `tenant`; true when the backend saw exactly them. */
+async function transferIntact(tenant: string, n: number): Promise<boolean> {
+  const { status, socket } = await connectAs(tenant);
+  if (status !== 200) return false;
+  const sent = await sha256Of(patternStream(n, 7));
+  const res = await httpOver(socket, "/sha256", { method: "POST", body: patternStream(n, 7) });
+  const text = await bodyText(res);
+  socket.destroy();
+  return text.includes(sent.hex);
+}
+
+const refusals = async (quota: string) =>
+  (await t.gw.metrics.quotaRefusals.get()).values.find((v) => v.labels.quota === quota)?.value ?? 0;
+
+describe("a tenant at its quotas", () => {
+  it("holding maxTunnels open: its next dial gets 429 ERR_QUOTA; the other tenant dials and moves bytes", async () => {
+    const held = [];
+    for (let i = 0; i < MAX_TUNNELS; i++) held.push(await connectAs("globex"));
+    expect(held.map((h) => h.status)).toEqual(Array(MAX_TUNNELS).fill(200));
+    expect(await connectAs("globex")).toMatchObject({ status: 429, code: "ERR_QUOTA" });
+    expect(await refusals("maxTunnels")).toBe(1);
+    expect(await transferIntact("acme", 4 * 1024 * 1024)).toBe(true);
+    // A tunnel given back is a slot free again.
+    held[0]!.socket.destroy();
+    await waitFor(async () => (await connectAs("globex")).status === 200, 5000, "a slot back");
+    for (const h of held) h.socket.destroy();
+  });
+
+  it("a dial storm past its rate is refused, and none of the other tenant's dials in the same moment are", async () => {
+    const storm = Array.from({ length: 40 }, () => connectAs("initech"));
+    // As many as acme's own maxTunnels allows at once.
+    const victim = Array.from({ length: MAX_TUNNELS }, () => connectAs("acme"));
+    const [stormed, served] = await Promise.all([Promise.all(storm), Promise.all(victim)]);
+    for (const r of [...stormed, ...served]) r.socket.destroy();
+    const refused = stormed.filter((r) => r.status === 429);
+    // At most the burst (and what refilled meanwhile) got through; no other status than 200 and 429.
+    expect(stormed.filter((r) => r.status === 200).length).toBeLessThanOrEqual(DIAL_BURST + 2);
+    expect(refused.length + stormed.filter((r) => r.status === 200).length).toBe(40);
+    expect(refused.every((r) => r.code === "ERR_QUOTA")).toBe(true);
+    expect(served.map((r) => r.status)).toEqual(Array(MAX_TUNNELS).fill(200));
+    expect(await refusals("dialsPerSecond")).toBe(refused.length);
+  });
+
+  it("a second agent over maxAgents is refused; the first stays and serves", async () => {
+    const { agent, logs } = await startTestAgent(pki, t.gw.addresses.agent.port, [
+      `--agent-token=${tenants.globex!.agentToken}`,
+      "--agent-id=globex-agent-2",
+    ]);
+    agents.push(agent);
+    await waitFor(async () => (await refusals("maxAgents")) >= 1, 5000, "the second agent refused");
+    expect(t.gw.registry.agents("globex").map((a) => a.info.agentId)).toEqual(["globex-agent"]);
+    expect(logs.join("\n")).toContain("maxAgents 1");
+    await agent.stop();
+  });
+
+  it("`kgw tenant quota` raises one tenant's limit while the gateway runs", async () => {
+    await store.run(["quota", "globex", "--max-agents=2"]);
+    const { agent } = await startTestAgent(pki, t.gw.addresses.agent.port, [
+      `--agent-token=${tenants.globex!.agentToken}`,
+      "--agent-id=globex-agent-3",
+    ]);
+    agents.push(agent);
+    await waitFor(() => t.gw.registry.agents("globex").length === 2, 5000, "a second globex agent admitted");
+    // acme's own quota is untouched: still the server's default.
+    expect(((await store.run(["quota", "acme"])) as { quotas: unknown }).quotas).toEqual({});
+  });
+});
