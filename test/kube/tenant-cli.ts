@@ -24,6 +24,8 @@ export interface TenantCli {
   /** `kgw tenant create ID --out DIR --mount-dir DIR --gateway-address ADDR`: the bundle is used where it is written. */
   create(id: string, bundleDir: string, gatewayAddress: string): Promise<CreatedTenant>;
   revoke(id: string, credentialId: string): Promise<void>;
+  /** `kgw tenant policy ID --set RULE...`, or `--default` when `rules` is "default". */
+  policy(id: string, rules: string[] | "default"): Promise<void>;
 }
 
 export function tenantCli(storeDir: string, pki: TestPki): TenantCli {
@@ -56,6 +58,9 @@ export function tenantCli(storeDir: string, pki: TestPki): TenantCli {
       ])) as CreatedTenant,
     revoke: async (id, credentialId) => {
       await run(["revoke", id, credentialId]);
+    },
+    policy: async (id, rules) => {
+      await run(["policy", id, ...(rules === "default" ? ["--default"] : ["--set", ...rules])]);
     },
   };
 }

@@ -9,7 +9,9 @@
  * tenant's node must see none. Without its agent, a tenant gets 503 at once (the other tenant's
  * agent, which could reach the node just as well inside the namespace, must not be used); a
  * revoked caller certificate cuts that tenant off from the gateway's next read of the store
- * (every 500 ms here; asserted within the suite's 5 s), the other tenant going on as before.
+ * (every 500 ms here; asserted within the suite's 5 s), the other tenant going on as before. An
+ * egress policy narrowed to globex's kubelet (`kgw tenant policy`) has the gateway refuse its pod
+ * with 403 before upstream's proxy-agent is asked to dial, and kube-apiserver passes that on.
  *
  * Called from kube.test.ts, whose setup (namespace, bridge, etcd, certificates, binaries) it
  * uses; it runs after the other phases, so their agents and servers are gone.
@@ -38,7 +40,14 @@ import {
   startTenantCluster,
   TENANT_GATEWAY_ADDRESS,
 } from "./tenant-clusters.js";
-import { CONTAINER, KGW_TENANT_PORTS, LOG_TEXT, POD_PORT, TENANT_CLUSTERS } from "./topology.js";
+import {
+  CONTAINER,
+  KGW_TENANT_PORTS,
+  KUBELET_PORT,
+  LOG_TEXT,
+  POD_PORT,
+  TENANT_CLUSTERS,
+} from "./topology.js";
 
 const VERBOSE = Boolean(process.env.KGW_KUBE_VERBOSE);
 /** The suite's bound for "at once" (kube-apiserver's own timeouts are far longer). */
@@ -259,6 +268,50 @@ export function twoTenants(suite: () => SuiteContext): void {
       expect(closedPeers(globex().node).has(globexPeer), "globex's pod connection closed").toBe(false);
       expect((await carriedBy(globex(), () => nodeProxy(globex()))).status).toBe(200);
       held[1]!.destroy();
+    });
+
+    it(`globex's egress policy narrowed to its kubelet (upstream proxy-agent ${ANP_VERSION}): the kubelet is reached, its pod refused by the gateway before any agent dials; back to the default, the pod answers again`, async () => {
+      const g = globex();
+      const refusals = async () => {
+        const res = await nsGet(ctx.bridgeDir, gateway.adminPort, "/metrics");
+        return promValue(res.body, "kgw_server_egress_refusals_total", { rule: "no_rule" });
+      };
+      const before = await refusals();
+      await cli.policy("globex", [`${g.cluster.nodeIp}/32:${KUBELET_PORT}`]);
+      // From the gateway's next read of the store: poll until the pod is refused.
+      let refused: KubeResponse | undefined;
+      await waitUntil(async () => {
+        const res = await g.kube.call(
+          "GET",
+          `/api/v1/namespaces/default/pods/${g.cluster.podName}:${POD_PORT}/proxy/hello`,
+        );
+        if (res.status !== 200) refused = res;
+        return refused !== undefined;
+      }, ERROR_WITHIN_MS);
+      if (VERBOSE) console.log(`globex's pod under a narrow policy: ${refused!.status} ${refused!.text}`);
+      // The gateway's 403 (destination not allowed), passed on by kube-apiserver.
+      expect(/code 403: 403 Forbidden/.test(refused!.text), refused!.text).toBe(true);
+      expect(await refusals()).toBeGreaterThan(before);
+      // Refused before forwarding: once the policy is in force, no pod connection is made.
+      const mark = connRecords(g.node).length;
+      const again = await g.kube.call(
+        "GET",
+        `/api/v1/namespaces/default/pods/${g.cluster.podName}:${POD_PORT}/proxy/hello`,
+      );
+      expect(/code 403: 403 Forbidden/.test(again.text), again.text).toBe(true);
+      expect(connRecords(g.node).slice(mark)).toEqual([]);
+      // The kubelet (node proxy, logs) is inside the policy and still reached, by globex's agent.
+      expect((await carriedBy(g, () => nodeProxy(g))).status).toBe(200);
+      expect((await carriedBy(g, () => podLogs(g))).status).toBe(200);
+
+      await cli.policy("globex", "default");
+      await waitUntil(async () => {
+        const res = await g.kube.call(
+          "GET",
+          `/api/v1/namespaces/default/pods/${g.cluster.podName}:${POD_PORT}/proxy/hello`,
+        );
+        return res.status === 200;
+      }, ERROR_WITHIN_MS);
     });
 
     async function revokedCallers(): Promise<number> {
