@@ -53,6 +53,7 @@ export function serverEndpoint(opts: Pick<AgentOptions, "server" | "tls">): Serv
     transport: server.transport,
     grpc: {
       target: joinHostPort(server.host, server.port),
+      address: { host: server.host, port: server.port },
       credentials: credentials.createSsl(ca, key, cert),
       channelOptions,
     },

@@ -16,6 +16,7 @@ import { decodePacket, encodePacket } from "../../proto/codec.js";
 import type { Packet } from "../../proto/packet.js";
 import { AGENT_SERVICE } from "../../transport/grpc-services.js";
 import { ServerConnectError } from "../errors.js";
+import { grpcSocketWatch, type WatchedAddress } from "./grpc-socket-watch.js";
 import type { HeaderMap, OpenedStream, StreamEnd } from "./opened-stream.js";
 
 const CONNECT_PATH = AGENT_SERVICE.connect!.path;
@@ -23,6 +24,8 @@ const CONNECT_PATH = AGENT_SERVICE.connect!.path;
 export interface GrpcTarget {
   /** "host:port" as grpc-js takes it (IPv6 literals bracketed). */
   target: string;
+  /** The same address, for the socket watch (grpc-socket-watch.ts). */
+  address: WatchedAddress;
   credentials: ChannelCredentials;
   channelOptions: ChannelOptions;
 }
@@ -48,6 +51,8 @@ export function openGrpcStream(
   metadata: HeaderMap,
   timeoutMs: number,
 ): Promise<OpenedStream> {
+  // The connection grpc-js makes for this channel is watched for a server gone mid-write.
+  const stopExpecting = grpcSocketWatch.expect(target.address);
   const client = new Client(target.target, target.credentials, target.channelOptions);
   const call: ClientDuplexStream<Packet, Packet> = client.makeBidiStreamRequest(
     CONNECT_PATH,
@@ -85,6 +90,7 @@ export function openGrpcStream(
   return new Promise<OpenedStream>((resolve, reject) => {
     const fail = (reason: string, code?: number, cause?: unknown) => {
       clearTimeout(timer);
+      stopExpecting();
       close();
       reject(new ServerConnectError(reason, code, { cause }));
     };
@@ -93,6 +99,7 @@ export function openGrpcStream(
     call.once("metadata", (headers: Metadata) => {
       if (ended) return;
       clearTimeout(timer);
+      stopExpecting();
       endListeners.length = 0;
       resolve({
         transport: "grpc",
