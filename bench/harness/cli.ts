@@ -17,6 +17,7 @@ export const USAGE = `Usage: npm run bench -- [options]
                         the upstream column: auto = when \`go\` is on the PATH (default)
   --tenant-mode         also measure kgw in tenant mode (one tenant, callers on the agent port)
                         in throughput and dial, in the same rounds, with its ratio to kgw
+                        (fairness runs in tenant mode always, with or without it)
   --json <file>         also write the results as JSON
   --markdown            print the tables as Markdown (for docs/PERFORMANCE.md)
   --render <file>       print the tables of an earlier --json file and exit
@@ -123,6 +124,7 @@ export function sizesFor(quick: boolean): Sizes {
         warmupDials: 5,
         pings: 10,
         settleMs: 200,
+        fairnessDialMs: 300,
       }
     : {
         bulkBytes: 512 * 1024 * 1024,
@@ -136,5 +138,6 @@ export function sizesFor(quick: boolean): Sizes {
         warmupDials: 50,
         pings: 100,
         settleMs: 2000,
+        fairnessDialMs: 3000,
       };
 }

@@ -92,6 +92,8 @@ export interface TunnelStack {
   frontendPort: number;
   agentPort: number;
   healthPort: number;
+  /** /metrics, and (ours) per-tenant readiness at /readyz?tenant=T. */
+  adminPort: number;
   server: Child;
   agent: Child | null;
   delay: Child | null;
@@ -104,7 +106,7 @@ export interface StackOptions {
   delayMsEachWay?: number;
 }
 
-function httpStatus(port: number, urlPath: string): Promise<number> {
+export function httpStatus(port: number, urlPath: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const req = request({ host: LOOPBACK, port, path: urlPath, agent: false, timeout: 2000 }, (res) => {
       res.resume();
@@ -215,6 +217,7 @@ export async function startKgwServer(ctx: StackContext, tenancy?: KgwTenancy): P
     frontendPort,
     agentPort,
     healthPort,
+    adminPort,
     server,
     agent: null,
     delay: null,
@@ -333,6 +336,7 @@ export async function startUpstream(
     frontendPort,
     agentPort,
     healthPort,
+    adminPort,
     server,
     agent: null,
     delay: null,

@@ -8,6 +8,7 @@ import {
   type BenchResults,
   type Cell,
   type MachineInfo,
+  NOISY_SYSTEM,
   type Row,
   type ScenarioResult,
   type System,
@@ -29,11 +30,32 @@ const HEADERS = [
 /** Next to kgw's column, in the tables of scenarios that measured kgw in tenant mode. */
 const TENANT_HEADERS = ["kgw tenant mode", "tenant mode/kgw"];
 
+/**
+ * The table of a scenario that measured a quiet tenant alone (kgw) and next to a noisy tenant
+ * (`fairness`): no baseline has tenants, so it shows the two, their ratio and upstream's n/a.
+ */
+const NOISY_HEADERS = [
+  "scenario",
+  "quiet tenant alone",
+  "next to the noisy tenant",
+  "noisy/alone",
+  "upstream",
+];
+/** The systems a noisy table shows (and whose n/a reasons it lists). */
+const NOISY_SHOWN: readonly System[] = ["kgw", NOISY_SYSTEM, "upstream"];
+
 /** Whether a scenario measured kgw in tenant mode (--tenant-mode): then its table shows it. */
 const hasTenant = (s: ScenarioResult): boolean => s.rows.some((r) => r.cells[TENANT_SYSTEM] !== undefined);
+/** Whether a scenario measured a quiet tenant next to a noisy one: then its table is NOISY_HEADERS. */
+const hasNoisy = (s: ScenarioResult): boolean => s.rows.some((r) => r.cells[NOISY_SYSTEM] !== undefined);
 
-function headersFor(tenant: boolean): string[] {
-  return tenant ? [HEADERS[0]!, HEADERS[1]!, ...TENANT_HEADERS, ...HEADERS.slice(2)] : HEADERS;
+type Layout = "plain" | "tenant" | "noisy";
+
+const layoutOf = (s: ScenarioResult): Layout => (hasNoisy(s) ? "noisy" : hasTenant(s) ? "tenant" : "plain");
+
+function headersFor(layout: Layout): string[] {
+  if (layout === "noisy") return NOISY_HEADERS;
+  return layout === "tenant" ? [HEADERS[0]!, HEADERS[1]!, ...TENANT_HEADERS, ...HEADERS.slice(2)] : HEADERS;
 }
 
 function group(n: number, digits = 0): string {
@@ -150,11 +172,21 @@ function targetsText(row: Row): string {
     .join(", ");
 }
 
-function rowCells(row: Row, tenant: boolean): string[] {
+function rowCells(row: Row, layout: Layout): string[] {
   const arrow = row.better === "higher" ? "↑" : "↓";
-  const tenantCells = tenant
-    ? [cellText(row.cells[TENANT_SYSTEM], row.unit), ratioText(row, TENANT_SYSTEM, "kgw")]
-    : [];
+  if (layout === "noisy") {
+    return [
+      `${row.name} ${arrow}`,
+      cellText(row.cells.kgw, row.unit),
+      cellText(row.cells[NOISY_SYSTEM], row.unit),
+      ratioText(row, NOISY_SYSTEM, "kgw"),
+      cellText(row.cells.upstream, row.unit),
+    ];
+  }
+  const tenantCells =
+    layout === "tenant"
+      ? [cellText(row.cells[TENANT_SYSTEM], row.unit), ratioText(row, TENANT_SYSTEM, "kgw")]
+      : [];
   return [
     `${row.name} ${arrow}`,
     cellText(row.cells.kgw, row.unit),
@@ -181,8 +213,9 @@ function errorsOf(s: ScenarioResult): string[] {
 
 function notesOf(s: ScenarioResult): string[] {
   const seen = new Set<string>();
+  const shown = (system: string) => layoutOf(s) !== "noisy" || NOISY_SHOWN.includes(system as System);
   for (const row of s.rows) {
-    for (const cell of Object.values(row.cells)) if (cell?.na) seen.add(cell.na);
+    for (const [system, cell] of Object.entries(row.cells)) if (cell?.na && shown(system)) seen.add(cell.na);
   }
   return [...seen].map((n) => `n/a: ${n}`);
 }
@@ -239,8 +272,8 @@ function logText(s: ScenarioResult): string {
 }
 
 export function renderScenario(s: ScenarioResult, markdown: boolean): string {
-  const tenant = hasTenant(s);
-  const rows = [headersFor(tenant), ...s.rows.map((r) => rowCells(r, tenant))];
+  const layout = layoutOf(s);
+  const rows = [headersFor(layout), ...s.rows.map((r) => rowCells(r, layout))];
   const table = markdown ? markdownTable(rows) : textTable(rows);
   const extra = [...errorsOf(s), ...notesOf(s)];
   const about = `${s.seconds.toFixed(0)} s; ${loadText(s)}${logText(s)}`;
@@ -273,6 +306,9 @@ export function renderResults(r: BenchResults, markdown: boolean): string {
     "(median [range]). Targets are the issue's." +
     (r.scenarios.some(hasTenant)
       ? " tenant mode/kgw is kgw in tenant mode divided by kgw, taken within each round likewise."
+      : "") +
+    (r.scenarios.some(hasNoisy)
+      ? " noisy/alone is the quiet tenant's figure next to the noisy tenant divided by its figure alone, taken within each round likewise."
       : "");
   return [...head, "", ...r.scenarios.map((s) => renderScenario(s, markdown)), legend, ""].join("\n");
 }

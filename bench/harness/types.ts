@@ -21,7 +21,13 @@ export const SYSTEMS = ["kgw", "direct", "relay", "upstream"] as const;
  * scenarios that measure it, so only their rows have it and only their tables show its columns.
  */
 export const TENANT_SYSTEM = "kgw-tenant";
-export type System = (typeof SYSTEMS)[number] | typeof TENANT_SYSTEM;
+/**
+ * The `fairness` scenario's second figure: the quiet tenant next to a noisy tenant at its limits
+ * (bench/scenarios/fairness.ts), its first being `kgw`, the quiet tenant alone. Only its rows have
+ * it; their tables show these two and their ratio in place of the baselines.
+ */
+export const NOISY_SYSTEM = "kgw-noisy";
+export type System = (typeof SYSTEMS)[number] | typeof TENANT_SYSTEM | typeof NOISY_SYSTEM;
 
 /**
  * One figure. `value` is what the table shows (the median of `rounds` when the row was measured
@@ -81,6 +87,8 @@ export interface Sizes {
   pings: number;
   /** Pause before reading RSS, for the process to finish what opening connections started. */
   settleMs: number;
+  /** Upper bound on the time of one fairness dial-latency figure (at most latencyDials dials). */
+  fairnessDialMs: number;
 }
 
 export interface BenchOptions {

@@ -6,8 +6,17 @@
 import type { Scenario } from "../harness/types.js";
 import { calibration } from "./calibration.js";
 import { dial } from "./dial.js";
+import { fairness } from "./fairness.js";
 import { headOfLine } from "./head-of-line.js";
 import { memory } from "./memory.js";
 import { throughput, wan } from "./throughput.js";
 
-export const SCENARIOS: readonly Scenario[] = [calibration, throughput, wan, dial, headOfLine, memory];
+export const SCENARIOS: readonly Scenario[] = [
+  calibration,
+  throughput,
+  wan,
+  dial,
+  headOfLine,
+  fairness,
+  memory,
+];

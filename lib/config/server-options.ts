@@ -173,6 +173,11 @@ export const SERVER_FLAGS = defineFlags({
     default: 32,
     help: "With --tenant-store-dir: agent streams a tenant may have connected to this instance (default quota).",
   },
+  "tenant-max-buffered-mib": {
+    kind: "int",
+    default: 1024,
+    help: "With --tenant-store-dir: MiB of tunneled bytes this instance may hold for a tenant at once, the receive windows of its tunnels (default quota).",
+  },
   "uds-tenant": {
     kind: "string",
     default: "",
@@ -474,7 +479,7 @@ function asConfigError<T>(fn: () => T): T {
     return fn();
   } catch (err) {
     const m = (err as Error).message.replace(
-      /^quota (maxTunnels|dialsPerSecond|dialBurst|maxAgents)/,
+      /^quota (maxTunnels|dialsPerSecond|dialBurst|maxAgents|maxBufferedMiB)/,
       (_all, name: string) => `--${QUOTA_FLAGS[name as keyof typeof QUOTA_FLAGS]}`,
     );
     throw new ConfigError(m);
@@ -486,6 +491,7 @@ const QUOTA_FLAGS = {
   dialsPerSecond: "tenant-dial-rate",
   dialBurst: "tenant-dial-burst",
   maxAgents: "tenant-max-agents",
+  maxBufferedMiB: "tenant-max-buffered-mib",
 } as const;
 
 const INSTALL_FLAGS = [
@@ -571,6 +577,7 @@ function parseTenancy(f: ServerFlagValues): TenancyOptions | null {
       dialsPerSecond: f["tenant-dial-rate"],
       dialBurst: f["tenant-dial-burst"],
       maxAgents: f["tenant-max-agents"],
+      maxBufferedMiB: f["tenant-max-buffered-mib"],
     }),
   ) as Required<TenantQuotas>;
   return {

@@ -138,6 +138,11 @@ export const TENANT_FLAGS = defineFlags({
     help: "quota: dials at once above the rate (0: the server's default).",
   },
   "max-agents": { kind: "int", default: 0, help: "quota: agent streams at once (0: the server's default)." },
+  "max-buffered-mib": {
+    kind: "int",
+    default: 0,
+    help: "quota: MiB of tunneled bytes held at once, its tunnels' windows (0: the server's default).",
+  },
   set: {
     kind: "bool",
     default: false,
@@ -252,7 +257,7 @@ const SUBCOMMANDS: Record<
     args: ["TENANT"],
     summary:
       "show the tenant's quota overrides; --max-tunnels, --dial-rate, --dial-burst, --max-agents set them per instance (0: back to the server's default)",
-    flags: ["max-tunnels", "dial-rate", "dial-burst", "max-agents"],
+    flags: ["max-tunnels", "dial-rate", "dial-burst", "max-agents", "max-buffered-mib"],
   },
 };
 const COMMON_FLAGS: readonly FlagName[] = ["store-dir", "output"];
@@ -469,6 +474,7 @@ const QUOTA_FLAGS = [
   ["dial-rate", "dialsPerSecond"],
   ["dial-burst", "dialBurst"],
   ["max-agents", "maxAgents"],
+  ["max-buffered-mib", "maxBufferedMiB"],
 ] as const satisfies readonly (readonly [FlagName, QuotaName])[];
 
 /** What `policy` is to do: nothing (show), reset, or replace with rules checked here already. */

@@ -142,12 +142,14 @@ export class Gateway {
       if (!this.accepting) throw new ShuttingDownError();
       const authorized = this.deps.policy.authorizeDial(ctx, req);
       // The tenant's tunnel slot and dial token; given back when the tunnel ends, however.
-      const release = (this.deps.policy.quotas ?? unlimitedQuotas).acquireTunnel(ctx.caller.tenant);
+      // Its base window counts against the tenant's bytes in flight; growth draws on the rest.
+      const { release, windowBudget } = (this.deps.policy.quotas ?? unlimitedQuotas).acquireTunnel(
+        ctx.caller.tenant,
+      );
       try {
-        const slot = releasingOnEnd(tracker.frontend(frontend), release);
-        return tracker.handle(
-          releasingOnCancel(this.directory.dial(tracker.context, authorized, slot), release),
-        );
+        const end = releasingOnEnd(tracker.frontend(frontend), release);
+        const context = windowBudget ? { ...tracker.context, windowBudget } : tracker.context;
+        return tracker.handle(releasingOnCancel(this.directory.dial(context, authorized, end), release));
       } catch (err) {
         release();
         throw err;

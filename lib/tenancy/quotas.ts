@@ -20,6 +20,11 @@ export interface TenantQuotas {
   readonly dialBurst?: number;
   /** Agent streams at once, per instance. */
   readonly maxAgents?: number;
+  /**
+   * MiB of tunneled bytes this instance may hold for the tenant at once: the receive windows of
+   * its tunnels (each tunnel's base window when it is dialed, more as its window grows).
+   */
+  readonly maxBufferedMiB?: number;
 }
 
 export type QuotaName = keyof TenantQuotas;
@@ -30,6 +35,7 @@ export const QUOTA_BOUNDS: Readonly<Record<QuotaName, readonly [min: number, max
   dialsPerSecond: [1, 100_000],
   dialBurst: [1, 1_000_000],
   maxAgents: [1, 10_000],
+  maxBufferedMiB: [4, 1_048_576],
 };
 
 export const QUOTA_NAMES = Object.keys(QUOTA_BOUNDS) as QuotaName[];

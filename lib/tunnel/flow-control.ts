@@ -74,6 +74,21 @@ export interface ReceiveWindowPolicy {
   max: number;
   /** Milliseconds, monotonic. */
   now: () => number;
+  /**
+   * Where window above the protocol's initial one comes from: the server's tenant budget of
+   * bytes in flight (lib/server/policy/tenant-quotas.ts). Absent: no limit but `max`.
+   */
+  budget?: WindowBudget;
+}
+
+/**
+ * Bytes of receive window shared by many connections. `take` grants at most what is asked for
+ * (less, or 0, when the budget runs low: the window then stays smaller, the connection slower);
+ * `give` returns it when the connection ends.
+ */
+export interface WindowBudget {
+  take(bytes: number): number;
+  give(bytes: number): void;
 }
 
 /** Chooses the mode for a stream from the peer's offer (agent side: the server's answer). */
@@ -122,6 +137,8 @@ export class ConnectionCredit {
   private lastReceivedAt: number | null = null;
   /** Window-bound bursts in a row. */
   private waits = 0;
+  /** Window above the protocol's initial one taken from the budget, given back by `cancel`. */
+  private taken = 0;
 
   /** `grant` sends a KGW_CREDIT packet for this connection. */
   constructor(
@@ -135,6 +152,7 @@ export class ConnectionCredit {
       initial,
       max: Math.max(initial, p.max ?? MAX_RECEIVE_WINDOW_BYTES),
       now: p.now ?? (() => performance.now()),
+      ...(p.budget ? { budget: p.budget } : {}),
     };
   }
 
@@ -235,17 +253,29 @@ export class ConnectionCredit {
     }
   }
 
-  /** Drops a parked waiter and waiting parts (the connection is closing). */
+  /**
+   * Drops a parked waiter and waiting parts (the connection is closing), and gives the window it
+   * took from the budget back.
+   */
   cancel(): void {
     this.waiter = undefined;
     this.queued = [];
     this.sendPart = undefined;
+    if (this.taken > 0) {
+      this.policy.budget?.give(this.taken);
+      this.taken = 0;
+    }
   }
 
   private raiseWindow(to: number): void {
     if (to <= this.window) return;
-    const extra = to - this.window;
-    this.window = to;
+    let extra = to - this.window;
+    if (this.policy.budget) {
+      extra = this.policy.budget.take(extra);
+      if (extra <= 0) return;
+      this.taken += extra;
+    }
+    this.window += extra;
     this.grant(extra);
   }
 }

@@ -12,7 +12,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import type { BenchResults, Cell } from "../../bench/harness/types.js";
-import { SYSTEMS, TENANT_SYSTEM } from "../../bench/harness/types.js";
+import { NOISY_SYSTEM, SYSTEMS, TENANT_SYSTEM } from "../../bench/harness/types.js";
 import { SCENARIOS } from "../../bench/scenarios/index.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -21,6 +21,12 @@ const RUN_MS = 110_000;
 const ROUNDS = 2;
 /** The scenarios that measure kgw in tenant mode when asked (--tenant-mode). */
 const TENANT_SCENARIOS = ["throughput", "dial"];
+/**
+ * The scenario that measures a quiet tenant alone (kgw) and next to a noisy tenant at its limits
+ * (NOISY_SYSTEM), whatever the flags; its rows that count the noisy tenant's own dials have a
+ * figure next to the noisy tenant only.
+ */
+const NOISY_SCENARIO = "fairness";
 
 interface Run {
   code: number | null;
@@ -95,6 +101,7 @@ describe("npm run bench -- --quick --rounds 2 --upstream=off --tenant-mode", () 
       expect(results.outputDir).toBe(out);
       expect(run.stdout).toContain(`log verbosity: ${results.verbosity}`);
       expect(run.stdout).toContain("tenant mode/kgw");
+      expect(run.stdout).toContain("noisy/alone");
       expect(results.scenarios.map((s) => s.name)).toEqual(SCENARIOS.map((s) => s.name));
       for (const scenario of results.scenarios) {
         expect(scenario.error, `${scenario.name}: ${why}`).toBeUndefined();
@@ -122,8 +129,18 @@ describe("npm run bench -- --quick --rounds 2 --upstream=off --tenant-mode", () 
             // A figure is a median over rounds and keeps each round's.
             if (isFigure(cell)) expect(cell?.rounds, `${where} / ${system}`).toHaveLength(ROUNDS);
           }
-          // Ours always has a figure (calibration rows may leave it to the baselines).
-          if (scenario.name !== "calibration") expect(isFigure(row.cells.kgw), where).toBe(true);
+          // Ours always has a figure (calibration rows may leave it to the baselines; the
+          // fairness rows about the noisy tenant's storm have none alone, and say why).
+          const noisy = row.cells[NOISY_SYSTEM];
+          if (scenario.name === NOISY_SCENARIO) {
+            expect(isFigure(noisy), `${where} / ${NOISY_SYSTEM}`).toBe(true);
+            expect(noisy?.rounds, `${where} / ${NOISY_SYSTEM}`).toHaveLength(ROUNDS);
+            if (!row.name.startsWith("noisy tenant:")) expect(isFigure(row.cells.kgw), where).toBe(true);
+            else expect(row.cells.kgw?.na, where).toBeTypeOf("string");
+          } else {
+            expect(noisy, where).toBeUndefined();
+            if (scenario.name !== "calibration") expect(isFigure(row.cells.kgw), where).toBe(true);
+          }
           // kgw in tenant mode: a figure per round where it is measured, absent elsewhere.
           const tenant = row.cells[TENANT_SYSTEM];
           if (TENANT_SCENARIOS.includes(scenario.name)) {

@@ -35,6 +35,9 @@ beforeAll(async () => {
   tenants.initech = await store.create("initech");
   // Room for the whole storm at once, so that what stops it is the dial rate.
   await store.run(["quota", "initech", "--max-tunnels=100"]);
+  // Stalled readers: a budget of four base windows (2 MiB each), each tunnel growing to 4 MiB.
+  tenants.umbrella = await store.create("umbrella");
+  await store.run(["quota", "umbrella", "--max-buffered-mib=8", "--max-tunnels=100"]);
   t = await startTenantGateway(store.dir, [
     "--tenant-watch-interval=200ms",
     `--tenant-max-tunnels=${MAX_TUNNELS}`,
@@ -43,14 +46,14 @@ beforeAll(async () => {
     "--tenant-max-agents=1",
   ]);
   backend = await startHttpBackend();
-  for (const id of ["acme", "globex", "initech"]) {
+  for (const id of ["acme", "globex", "initech", "umbrella"]) {
     const { agent } = await startTestAgent(pki, t.gw.addresses.agent.port, [
       `--agent-token=${tenants[id]!.agentToken}`,
       `--agent-id=${id}-agent`,
     ]);
     agents.push(agent);
   }
-  await waitFor(() => t.gw.registry.size === 3, 5000, "the three agents");
+  await waitFor(() => t.gw.registry.size === 4, 5000, "the four agents");
 });
 
 afterAll(async () => {
@@ -129,6 +132,31 @@ describe("a tenant at its quotas", () => {
     expect(refused.every((r) => r.code === "ERR_QUOTA")).toBe(true);
     expect(served.map((r) => r.status)).toEqual(Array(MAX_TUNNELS).fill(200));
     expect(await refusals("dialsPerSecond")).toBe(refused.length);
+  });
+
+  it("stalled readers hold the tenant's bytes in flight: past maxBufferedMiB its next dial is refused; the other tenant moves bytes", async () => {
+    const stalled: Socket[] = [];
+    // Each asks for an endless download and never reads: the gateway holds what its window lets in.
+    const stall = async () => {
+      const r = await connectAs("umbrella");
+      if (r.status !== 200) return r;
+      r.socket.pause();
+      r.socket.write("GET /stream?n=1000000000000 HTTP/1.1\r\nhost: backend\r\n\r\n");
+      stalled.push(r.socket);
+      return r;
+    };
+    const first = await stall();
+    expect(first.status).toBe(200);
+    // Established, its window opened to 4 MiB: 2 of its own, 2 more from the budget.
+    await waitFor(() => t.gw.activeTunnels >= 1, 5000, "the first stalled tunnel");
+    const second = await stall();
+    expect(second.status).toBe(200);
+    const third = await stall();
+    expect(third).toMatchObject({ status: 429, code: "ERR_QUOTA" });
+    expect(await refusals("maxBufferedMiB")).toBe(1);
+    expect(await transferIntact("acme", 4 * 1024 * 1024)).toBe(true);
+    for (const s of stalled) s.destroy();
+    await waitFor(async () => (await connectAs("umbrella")).status === 200, 5000, "the budget given back");
   });
 
   it("a second agent over maxAgents is refused; the first stays and serves", async () => {

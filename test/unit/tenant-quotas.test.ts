@@ -5,9 +5,10 @@ import type { TenantRecord } from "../../lib/tenancy/model.js";
 import { createTenantRecord, deleteTenantRecord, setQuotas } from "../../lib/tenancy/operations.js";
 import { effectiveQuotas, validateQuotas } from "../../lib/tenancy/quotas.js";
 import { decodeTenantRecord, encodeTenantRecord } from "../../lib/tenancy/record-codec.js";
+import { ConnectionCredit } from "../../lib/tunnel/flow-control.js";
 
 const T0 = new Date("2026-12-04T10:00:00.000Z");
-const DEFAULTS = { maxTunnels: 3, dialsPerSecond: 10, dialBurst: 5, maxAgents: 2 };
+const DEFAULTS = { maxTunnels: 3, dialsPerSecond: 10, dialBurst: 5, maxAgents: 2, maxBufferedMiB: 64 };
 const fresh = (id = "acme") => ({ ...createTenantRecord({ id }, undefined, T0), version: 1 });
 
 describe("quota overrides in the tenant record", () => {
@@ -73,8 +74,8 @@ describe("the quota book", () => {
     expect(quotaOf(() => q.acquireTunnel("acme"))).toEqual({ code: "ERR_QUOTA", quota: "maxTunnels" });
     // Another tenant is not affected.
     expect(quotaOf(() => q.acquireTunnel("globex"))).toBeNull();
-    held[0]!();
-    held[0]!(); // twice gives back one slot, not two
+    held[0]!.release();
+    held[0]!.release(); // twice gives back one slot, not two
     expect(quotaOf(() => q.acquireTunnel("acme"))).toBeNull();
     expect(quotaOf(() => q.acquireTunnel("acme"))).toEqual({ code: "ERR_QUOTA", quota: "maxTunnels" });
     expect(refusals).toEqual(["maxTunnels", "maxTunnels"]);
@@ -82,13 +83,13 @@ describe("the quota book", () => {
 
   it("limits the dial rate with a bucket: the burst at once, then the sustained rate", () => {
     const { q, advance } = book({ acme: setQuotas(fresh(), { maxTunnels: 1000 }, T0) });
-    for (let i = 0; i < 5; i++) q.acquireTunnel("acme")();
+    for (let i = 0; i < 5; i++) q.acquireTunnel("acme").release();
     expect(quotaOf(() => q.acquireTunnel("acme"))).toEqual({ code: "ERR_QUOTA", quota: "dialsPerSecond" });
     advance(100); // 10/s: one more token
     expect(quotaOf(() => q.acquireTunnel("acme"))).toBeNull();
     expect(quotaOf(() => q.acquireTunnel("acme"))).toEqual({ code: "ERR_QUOTA", quota: "dialsPerSecond" });
     advance(60_000); // never above the burst
-    for (let i = 0; i < 5; i++) q.acquireTunnel("acme")();
+    for (let i = 0; i < 5; i++) q.acquireTunnel("acme").release();
     expect(quotaOf(() => q.acquireTunnel("acme"))).toEqual({ code: "ERR_QUOTA", quota: "dialsPerSecond" });
   });
 
@@ -112,5 +113,73 @@ describe("the quota book", () => {
     const { q } = book({ acme: deleteTenantRecord(fresh(), T0) });
     for (let i = 0; i < 3; i++) q.acquireTunnel("acme");
     expect(quotaOf(() => q.acquireTunnel("acme"))?.quota).toBe("maxTunnels");
+  });
+});
+
+describe("a tenant's bytes in flight", () => {
+  const MIB = 1024 * 1024;
+  const fixed = (maxBufferedMiB: number) => {
+    const refusals: string[] = [];
+    const q = tenantQuotas({
+      lookup: () => setQuotas(fresh(), { maxTunnels: 1000, dialBurst: 1000, maxBufferedMiB }, T0),
+      defaults: DEFAULTS,
+      refused: (quota) => refusals.push(quota),
+      now: () => 0,
+    });
+    return { q, refusals };
+  };
+
+  it("each tunnel holds its base window; past the budget a dial is refused, naming the quota", () => {
+    const { q, refusals } = fixed(8); // four 2 MiB base windows
+    const slots = [1, 2, 3, 4].map(() => q.acquireTunnel("acme"));
+    expect(() => q.acquireTunnel("acme")).toThrow(
+      expect.objectContaining({ code: "ERR_QUOTA", quota: "maxBufferedMiB" }),
+    );
+    expect(refusals).toEqual(["maxBufferedMiB"]);
+    slots[0]!.release();
+    expect(() => q.acquireTunnel("acme")).not.toThrow();
+  });
+
+  it("windows grow from what is left, partly when little is, and give it back when they close", () => {
+    const { q } = fixed(8);
+    const a = q.acquireTunnel("acme");
+    const b = q.acquireTunnel("acme"); // 4 MiB held in base windows
+    expect(a.windowBudget!.take(3 * MIB)).toBe(3 * MIB);
+    expect(b.windowBudget!.take(3 * MIB)).toBe(1 * MIB); // only 1 MiB left
+    expect(b.windowBudget!.take(MIB)).toBe(0);
+    expect(() => q.acquireTunnel("acme")).toThrow(expect.objectContaining({ quota: "maxBufferedMiB" }));
+    a.windowBudget!.give(3 * MIB);
+    expect(() => q.acquireTunnel("acme")).not.toThrow();
+  });
+});
+
+describe("ConnectionCredit with a window budget", () => {
+  it("opens and grows its window only by what the budget grants, and returns it on cancel", () => {
+    let free = 3 * 1024 * 1024;
+    const budget = {
+      take: (n: number) => {
+        const g = Math.min(n, free);
+        free -= g;
+        return g;
+      },
+      give: (n: number) => {
+        free += n;
+      },
+    };
+    const granted: number[] = [];
+    const credit = new ConnectionCredit((b) => granted.push(b), { initial: 4 * 1024 * 1024, budget });
+    credit.openWindow(); // wants +2 MiB over the protocol's 2 MiB
+    expect(granted).toEqual([2 * 1024 * 1024]);
+    expect(credit.receiveWindow).toBe(4 * 1024 * 1024);
+    expect(free).toBe(1024 * 1024);
+    credit.cancel();
+    expect(free).toBe(3 * 1024 * 1024);
+    const starved = new ConnectionCredit((b) => granted.push(b), {
+      initial: 4 * 1024 * 1024,
+      budget: { take: () => 0, give: () => {} },
+    });
+    starved.openWindow();
+    expect(starved.receiveWindow).toBe(2 * 1024 * 1024);
+    expect(granted).toHaveLength(1);
   });
 });

@@ -35,7 +35,7 @@ import {
   packetTypeName,
 } from "../../proto/packet.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
-import { ConnectionCredit } from "../../tunnel/flow-control.js";
+import { ConnectionCredit, type WindowBudget } from "../../tunnel/flow-control.js";
 import { PacketSink } from "../../tunnel/packet-sink.js";
 import type { PacketStream } from "../../tunnel/packet-stream.js";
 import { PauseLatch } from "../../tunnel/pause-latch.js";
@@ -55,6 +55,8 @@ interface PendingDial {
   address: string;
   /** Who asked, for the log line of an established dial. */
   caller: string;
+  /** The tenant's budget the connection's window grows from (DialContext.windowBudget). */
+  windowBudget: WindowBudget | undefined;
 }
 
 interface Connection {
@@ -139,6 +141,7 @@ export class AgentSession extends EventEmitter<{
       startedAt: process.hrtime.bigint(),
       address: req.address,
       caller: ctx?.caller.principal ?? "",
+      windowBudget: ctx?.windowBudget,
     };
     if (this.opts.dialTimeoutMs > 0) {
       pending.timer = setTimeout(() => this.dialTimedOut(random), this.opts.dialTimeoutMs);
@@ -234,9 +237,12 @@ export class AgentSession extends EventEmitter<{
       credit: undefined,
     };
     if (this.opts.flow === "credit") {
-      conn.credit = new ConnectionCredit((bytes) => {
-        if (!conn.closing && this.conns.get(connectId) === conn) this.send(credit(connectId, bytes));
-      });
+      conn.credit = new ConnectionCredit(
+        (bytes) => {
+          if (!conn.closing && this.conns.get(connectId) === conn) this.send(credit(connectId, bytes));
+        },
+        { budget: pending.windowBudget },
+      );
     }
     this.conns.set(connectId, conn);
     this.opts.metrics.establishedConnections.inc();

@@ -6,6 +6,7 @@
  */
 import type { GatewayError } from "../../errors.js";
 import type { DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
+import type { WindowBudget } from "../../tunnel/flow-control.js";
 
 /**
  * "tcp" and "uds" are the frontend's listeners; "gateway" is the agent port serving every role
@@ -62,6 +63,11 @@ export interface DialContext {
   readonly frontend: FrontendKind;
   /** Set per dial by the gateway; absent where nobody audits (tests of the core). */
   readonly observer?: DialObserver;
+  /**
+   * Where the connection's receive window above the protocol's initial one comes from: the
+   * tenant's budget of bytes in flight (set per dial by the gateway; absent: no budget).
+   */
+  readonly windowBudget?: WindowBudget;
 }
 
 /** How a frontend reaches agents: authorization, then the agent directory (or a peer, later). */

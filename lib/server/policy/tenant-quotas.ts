@@ -12,25 +12,38 @@ import { QuotaExceededError } from "../../errors.js";
 import { effectiveQuotas, type QuotaName, type TenantQuotas } from "../../tenancy/quotas.js";
 import type { TenantLookup } from "../../tenancy/verify.js";
 import type { DialHandle, FrontendEnd } from "../../tunnel/endpoints.js";
+import { CONNECTION_WINDOW_BYTES, type WindowBudget } from "../../tunnel/flow-control.js";
+
+const MIB = 1024 * 1024;
 
 /** Gives back what an acquire took; safe to call more than once. */
 export type Release = () => void;
 
+/** What a dial holds of its tenant's quotas until its tunnel ends. */
+export interface TunnelSlot {
+  /** Gives the slot back, and the tunnel's base window with it. */
+  release: Release;
+  /** Where the tunnel's window grows from (DialContext.windowBudget); absent: no budget. */
+  windowBudget?: WindowBudget;
+}
+
 export interface QuotaBook {
-  /** A dial of `tenant`: throws QuotaExceededError, or returns the release of its tunnel slot. */
-  acquireTunnel(tenant: string): Release;
+  /** A dial of `tenant`: throws QuotaExceededError, or returns what it holds until it ends. */
+  acquireTunnel(tenant: string): TunnelSlot;
   /** An agent stream of `tenant`, of which `connected` are open here now; throws when at the limit. */
   admitAgent(tenant: string, connected: number): void;
 }
 
 /** No quotas: the drop-in konnectivity-server serves one control plane, all of it its own. */
 export const unlimitedQuotas: QuotaBook = {
-  acquireTunnel: () => () => {},
+  acquireTunnel: () => ({ release: () => {} }),
   admitAgent: () => {},
 };
 
 interface TenantState {
   tunnels: number;
+  /** Bytes of receive window held: every tunnel's base window, and what windows grew by. */
+  buffered: number;
   tokens: number;
   /** When `tokens` was last brought up to date, in ms (the injected clock). */
   at: number;
@@ -61,7 +74,7 @@ export function tenantQuotas(o: TenantQuotaOptions): QuotaBook {
       const t = now();
       let s = states.get(tenant);
       if (!s) {
-        s = { tunnels: 0, tokens: limits.dialBurst, at: t };
+        s = { tunnels: 0, buffered: 0, tokens: limits.dialBurst, at: t };
         states.set(tenant, s);
       }
       // Refill for the time since the last dial, never above the burst.
@@ -79,23 +92,46 @@ export function tenantQuotas(o: TenantQuotaOptions): QuotaBook {
           `tenant ${tenant} is dialing faster than its quota (dialsPerSecond ${limits.dialsPerSecond}, dialBurst ${limits.dialBurst})`,
         );
       }
+      const budget = limits.maxBufferedMiB * MIB;
+      if (s.buffered + CONNECTION_WINDOW_BYTES > budget) {
+        refuse(
+          "maxBufferedMiB",
+          `tenant ${tenant} holds ${Math.round(s.buffered / MIB)} MiB in its tunnels here, its quota (maxBufferedMiB ${limits.maxBufferedMiB})`,
+        );
+      }
       s.tokens -= 1;
       s.tunnels += 1;
+      s.buffered += CONNECTION_WINDOW_BYTES;
       const state = s;
+      const windowBudget: WindowBudget = {
+        // Read the limit when asked: a change in the store applies to windows growing from then on.
+        take: (bytes) => {
+          const free = limitsOf(tenant).maxBufferedMiB * MIB - state.buffered;
+          const granted = Math.max(0, Math.min(bytes, free));
+          state.buffered += granted;
+          return granted;
+        },
+        give: (bytes) => {
+          state.buffered -= bytes;
+        },
+      };
       let released = false;
-      return () => {
+      const release = () => {
         if (released) return;
         released = true;
         state.tunnels -= 1;
+        state.buffered -= CONNECTION_WINDOW_BYTES;
         // Forget an idle tenant once its bucket would be full again: no state per tenant that
         // dials once in a while, and none at all for a deleted one.
         if (
           state.tunnels === 0 &&
+          state.buffered <= 0 &&
           state.tokens + ((now() - state.at) / 1000) * limits.dialsPerSecond >= limits.dialBurst
         ) {
           if (states.get(tenant) === state) states.delete(tenant);
         }
       };
+      return { release, windowBudget };
     },
     admitAgent(tenant, connected) {
       const { maxAgents } = limitsOf(tenant);
