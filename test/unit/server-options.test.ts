@@ -149,7 +149,13 @@ describe("kgw server options in tenant mode", () => {
       caCert: "gateway-ca.pem",
       watchIntervalMs: 2000,
       udsTenant: null,
-      defaultQuotas: { maxTunnels: 1000, dialsPerSecond: 100, dialBurst: 200, maxAgents: 32, maxBufferedMiB: 1024 },
+      defaultQuotas: {
+        maxTunnels: 1000,
+        dialsPerSecond: 100,
+        dialBurst: 200,
+        maxAgents: 32,
+        maxBufferedMiB: 1024,
+      },
       install: null,
     });
     // Client certificates of every role are verified against the gateway CA, and optional.
