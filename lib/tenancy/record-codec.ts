@@ -184,36 +184,37 @@ function credentialBaseProblem(c: Record<string, unknown>): string | undefined {
   return undefined;
 }
 
-function tokenProblem(c: unknown): string | undefined {
+const TOKEN_KEYS = [
+  "id",
+  "sha256",
+  "createdAt",
+  "expiresAt",
+  "revokedAt",
+] satisfies (keyof TokenCredential)[];
+
+/** What every stored token has: exactly `keys`, a token id and the hex SHA-256 of the token. */
+function hashedTokenProblem(c: unknown, keys: readonly string[]): string | undefined {
   if (!isObject(c)) return "not an object";
-  const extra = extraKeys(c, [
-    "id",
-    "sha256",
-    "createdAt",
-    "expiresAt",
-    "revokedAt",
-  ] satisfies (keyof TokenCredential)[]);
+  const extra = extraKeys(c, keys);
   if (extra) return extra;
   if (typeof c.id !== "string" || !TOKEN_ID_PATTERN.test(c.id)) return "invalid id";
   if (typeof c.sha256 !== "string" || !SHA256_HEX.test(c.sha256)) return "invalid sha256";
-  return credentialBaseProblem(c);
+  return undefined;
+}
+
+function tokenProblem(c: unknown): string | undefined {
+  return hashedTokenProblem(c, TOKEN_KEYS) ?? credentialBaseProblem(c as Record<string, unknown>);
 }
 
 /** An install token always has an end, and says whether it is spent by its first fetch. */
 function installTokenProblem(c: unknown): string | undefined {
-  if (!isObject(c)) return "not an object";
-  const extra = extraKeys(c, [
-    "id",
-    "sha256",
-    "createdAt",
-    "expiresAt",
-    "revokedAt",
+  const problem = hashedTokenProblem(c, [
+    ...TOKEN_KEYS,
     "singleUse",
     "usedAt",
   ] satisfies (keyof InstallToken)[]);
-  if (extra) return extra;
-  if (typeof c.id !== "string" || !TOKEN_ID_PATTERN.test(c.id)) return "invalid id";
-  if (typeof c.sha256 !== "string" || !SHA256_HEX.test(c.sha256)) return "invalid sha256";
+  if (problem) return problem;
+  if (!isObject(c)) return "not an object";
   if (!isTime(c.expiresAt)) return "invalid expiresAt (an install token always expires)";
   if (typeof c.singleUse !== "boolean") return "invalid singleUse";
   if (c.usedAt !== null && !isTime(c.usedAt)) return "invalid usedAt";

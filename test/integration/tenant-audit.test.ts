@@ -12,7 +12,6 @@
  * its socket factory stands in for the network, connecting to the loopback port instead.
  */
 import { mkdtempSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
-import { request as httpsRequest } from "node:https";
 import { createServer, connect as netConnect, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -27,6 +26,7 @@ import { OTHER_TENANTS } from "../../lib/server/audit/tenant-metrics.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { closedPort } from "../helpers/backends.js";
 import { AGENT_TOKEN, startTenantGateway, type TestGateway } from "../helpers/gateway.js";
+import { connectOnGatewayPort } from "../helpers/gateway-connect.js";
 import { spawnKgw } from "../helpers/kgw-process.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
 import { type CreatedTenant, makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
@@ -146,27 +146,7 @@ function bundleCert(id: string) {
 
 /** CONNECT on the one gateway port; resolves with the status and, on 200, the tunnel. */
 function connectTo(caller: Caller, target: string): Promise<{ status: number; socket: Socket }> {
-  return new Promise((resolve, reject) => {
-    const req = httpsRequest({
-      method: "CONNECT",
-      path: target,
-      host: "127.0.0.1",
-      port: t.gw.addresses.agent.port,
-      servername: "localhost",
-      ca: pki.ca.certPem,
-      agent: false,
-      headers: { host: target, ...(caller.token ? { "proxy-authorization": `Bearer ${caller.token}` } : {}) },
-      ...(caller.cert ? { cert: caller.cert.certPem, key: caller.cert.keyPem } : {}),
-    });
-    req.once("connect", (res, socket) => resolve({ status: res.statusCode ?? 0, socket }));
-    req.once("response", (res) => {
-      res.resume();
-      res.socket.destroy();
-      resolve({ status: res.statusCode ?? 0, socket: res.socket });
-    });
-    req.once("error", reject);
-    req.end();
-  });
+  return connectOnGatewayPort(pki, t.gw.addresses.agent.port, caller, target);
 }
 
 /** A gRPC caller on the gateway port showing `token` as authorization metadata. */

@@ -5,7 +5,6 @@
  * the default policy refuses (loopback): the tests that reach it allow loopback first, and no
  * refused dial ever opens a socket (the agent's socket factory records every attempt).
  */
-import { request as httpsRequest } from "node:https";
 import { connect as netConnect } from "node:net";
 import { credentials, Metadata } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,6 +14,7 @@ import { dialRequest, PacketType } from "../../lib/proto/packet.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { type HttpBackend, startHttpBackend } from "../helpers/backends.js";
 import { startTenantGateway, type TestGateway } from "../helpers/gateway.js";
+import { connectOnGatewayPort } from "../helpers/gateway-connect.js";
 import { RawClient } from "../helpers/grpc-clients.js";
 import { isType, PacketQueue } from "../helpers/packet-queue.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
@@ -65,32 +65,11 @@ afterAll(async () => {
   store?.remove();
 });
 
-/**
- * CONNECT on the gateway port with the tenant's caller token: the status, and the error code a
- * refusal carries (X-Kgw-Error-Code; the body is empty, the reason is in the gateway's log).
- */
-function connectStatus(target: string): Promise<{ status: number; code: string | undefined }> {
-  return new Promise((resolve, reject) => {
-    const req = httpsRequest({
-      method: "CONNECT",
-      path: target,
-      host: "127.0.0.1",
-      port: t.gw.addresses.agent.port,
-      servername: "localhost",
-      ca: pki.ca.certPem,
-      agent: false,
-      headers: { host: target, "proxy-authorization": `Bearer ${tenant.callerToken}` },
-    });
-    // Node reports every answer to CONNECT as "connect", refusals included.
-    req.once("connect", (res, socket) => {
-      socket.on("error", () => {});
-      socket.destroy();
-      const code = res.headers["x-kgw-error-code"];
-      resolve({ status: res.statusCode ?? 0, code: typeof code === "string" ? code : undefined });
-    });
-    req.once("error", reject);
-    req.end();
-  });
+/** CONNECT with the tenant's caller token: the status and the error code a refusal carries. */
+async function connectStatus(target: string): Promise<{ status: number; code: string | undefined }> {
+  const r = await connectOnGatewayPort(pki, t.gw.addresses.agent.port, { token: tenant.callerToken }, target);
+  r.socket.destroy();
+  return { status: r.status, code: r.code };
 }
 
 /** A gRPC dial as the tenant's caller (its token as metadata): the DIAL_RSP's error, "" if none. */

@@ -5,7 +5,6 @@
  * deleted tenant must close what it opened. (Attacks on the isolation: tenant-isolation.test.ts.)
  */
 import { readFileSync } from "node:fs";
-import { request as httpsRequest } from "node:https";
 import { connect as netConnect, type Socket } from "node:net";
 import { join } from "node:path";
 import { credentials, Metadata } from "@grpc/grpc-js";
@@ -17,6 +16,7 @@ import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { type HttpBackend, startHttpBackend } from "../helpers/backends.js";
 import { bodyText, httpOver } from "../helpers/connect-client.js";
 import { startTenantGateway, type TestGateway } from "../helpers/gateway.js";
+import { connectOnGatewayPort as connectOnPort, type GatewayConnect } from "../helpers/gateway-connect.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
 import { type CreatedTenant, makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
 
@@ -81,32 +81,8 @@ function bundleCert(id: string) {
 }
 
 /** CONNECT on the agent port (8132), with Node's https client. */
-function connectOnGatewayPort(
-  caller: Caller,
-  target: string,
-): Promise<{ status: number; headers: Record<string, unknown>; socket: Socket }> {
-  return new Promise((resolve, reject) => {
-    const req = httpsRequest({
-      method: "CONNECT",
-      path: target,
-      host: "127.0.0.1",
-      port: t.gw.addresses.agent.port,
-      servername: "localhost",
-      ca: pki.ca.certPem,
-      agent: false,
-      headers: { host: target, ...(caller.token ? { "proxy-authorization": `Bearer ${caller.token}` } : {}) },
-      ...(caller.cert ? { cert: caller.cert.certPem, key: caller.cert.keyPem } : {}),
-    });
-    req.once("connect", (res, socket) =>
-      resolve({ status: res.statusCode ?? 0, headers: res.headers, socket }),
-    );
-    req.once("response", (res) => {
-      res.resume();
-      resolve({ status: res.statusCode ?? 0, headers: res.headers, socket: res.socket });
-    });
-    req.once("error", reject);
-    req.end();
-  });
+function connectOnGatewayPort(caller: Caller, target: string): Promise<GatewayConnect> {
+  return connectOnPort(pki, t.gw.addresses.agent.port, caller, target);
 }
 
 async function helloThrough(socket: Socket): Promise<string> {

@@ -14,7 +14,6 @@
 import { randomBytes } from "node:crypto";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { get as httpGet } from "node:http";
-import { request as httpsRequest } from "node:https";
 import { type AddressInfo, createServer as createNetServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -27,6 +26,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { waitFor } from "../helpers/agent.js";
 import { startTenantGateway, type TestGateway } from "../helpers/gateway.js";
+import { connectOnGatewayPort } from "../helpers/gateway-connect.js";
 import { type KgwProcess, spawnKgw } from "../helpers/kgw-process.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
 import { type CreatedTenant, makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
@@ -153,30 +153,10 @@ async function mountVolumes(
 }
 
 /** CONNECT on the gateway's port 8132 (here: port 0) with the tenant's caller token. */
-function connectAsCaller(target: string): Promise<{ status: number; socket: Socket }> {
-  return new Promise((resolve, reject) => {
-    const req = httpsRequest({
-      method: "CONNECT",
-      path: target,
-      host: "127.0.0.1",
-      port: t.gw.addresses.agent.port,
-      servername: "localhost",
-      ca: pki.ca.certPem,
-      agent: false,
-      headers: { host: target, "proxy-authorization": `Bearer ${tenant.callerToken}` },
-    });
-    req.once("connect", (res, socket) => {
-      sockets.push(socket);
-      resolve({ status: res.statusCode ?? 0, socket });
-    });
-    req.once("response", (res) => {
-      res.resume();
-      sockets.push(res.socket);
-      resolve({ status: res.statusCode ?? 0, socket: res.socket });
-    });
-    req.once("error", reject);
-    req.end();
-  });
+async function connectAsCaller(target: string): Promise<{ status: number; socket: Socket }> {
+  const r = await connectOnGatewayPort(pki, t.gw.addresses.agent.port, { token: tenant.callerToken }, target);
+  sockets.push(r.socket);
+  return r;
 }
 
 /** Writes `data` and reads back as many bytes. */

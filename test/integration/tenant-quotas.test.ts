@@ -4,7 +4,6 @@
  * bytes at the same time sees none of it: every one of its dials succeeds and every byte
  * arrives. (How its latency and throughput move is a measurement, not a test: npm run bench.)
  */
-import { request as httpsRequest } from "node:https";
 import type { Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunningAgent } from "../../lib/agent/agent.js";
@@ -12,6 +11,7 @@ import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { type HttpBackend, patternStream, sha256Of, startHttpBackend } from "../helpers/backends.js";
 import { bodyText, httpOver } from "../helpers/connect-client.js";
 import { startTenantGateway, type TestGateway } from "../helpers/gateway.js";
+import { connectOnGatewayPort } from "../helpers/gateway-connect.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
 import { type CreatedTenant, makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
 
@@ -65,30 +65,15 @@ afterAll(async () => {
 });
 
 /** CONNECT as `tenant`'s caller; the status, the error code, and the tunnel when it opened. */
-function connectAs(
-  tenant: string,
-  target = backend.address,
-): Promise<{ status: number; code: string | undefined; socket: Socket }> {
-  return new Promise((resolve, reject) => {
-    const req = httpsRequest({
-      method: "CONNECT",
-      path: target,
-      host: "127.0.0.1",
-      port: t.gw.addresses.agent.port,
-      servername: "localhost",
-      ca: pki.ca.certPem,
-      agent: false,
-      headers: { host: target, "proxy-authorization": `Bearer ${tenants[tenant]!.callerToken}` },
-    });
-    req.once("connect", (res, socket) => {
-      sockets.add(socket);
-      socket.on("error", () => {});
-      const code = res.headers["x-kgw-error-code"];
-      resolve({ status: res.statusCode ?? 0, code: typeof code === "string" ? code : undefined, socket });
-    });
-    req.once("error", reject);
-    req.end();
-  });
+async function connectAs(tenant: string, target = backend.address) {
+  const r = await connectOnGatewayPort(
+    pki,
+    t.gw.addresses.agent.port,
+    { token: tenants[tenant]!.callerToken },
+    target,
+  );
+  sockets.add(r.socket);
+  return r;
 }
 
 /** POSTs `n` pattern bytes through a tunnel of `tenant`; true when the backend saw exactly them. */
