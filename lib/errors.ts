@@ -190,6 +190,24 @@ export class DestinationNotAllowedError extends GatewayError {
  */
 export const DESTINATION_NOT_ALLOWED = "destination not allowed";
 
+/**
+ * Codes that refuse a caller for who it is or what it asks (its credential, the tenant's egress
+ * policy or quota), as opposed to something failing on the way. A client repeating them is
+ * refused more cheaply each time (lib/transport/refusal-throttle.ts), and they are logged at
+ * debug: each one is counted, and audited when it is a dial.
+ */
+const REFUSAL_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  "ERR_UNAUTHENTICATED",
+  "ERR_PROXY_AUTH_REQUIRED",
+  "ERR_FORBIDDEN",
+  "ERR_QUOTA",
+  "ERR_DESTINATION_NOT_ALLOWED",
+]);
+
+export function isRefusal(err: GatewayError): boolean {
+  return REFUSAL_CODES.has(err.code);
+}
+
 /** The agent's host ran out of file descriptors; upstream answers 503 for it. */
 export class AgentOverloadedError extends GatewayError {
   constructor(message: string) {

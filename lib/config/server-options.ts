@@ -114,6 +114,16 @@ export const SERVER_FLAGS = defineFlags({
     default: 64,
     help: "TLS handshakes in progress from one source address (IPv6: one /64) per listener (0: no limit).",
   },
+  "refusal-throttle-threshold": {
+    kind: "int",
+    default: 20,
+    help: "Callers refused (credential, egress policy, quota) more than this many times a second from one source address have their new TLS handshakes rate-limited to --refusal-throttle-rate until 10s after their last refusal (0: off; turn it off when many control planes share one address).",
+  },
+  "refusal-throttle-rate": {
+    kind: "int",
+    default: 5,
+    help: "New TLS handshakes a second a throttled source may still start; its other connections are reset before TLS.",
+  },
   "graceful-shutdown-timeout": {
     kind: "duration",
     default: 20_000,
@@ -262,6 +272,8 @@ export interface ServerOptions {
   };
   /** Per TLS listener (lib/transport/handshake-gate.ts). */
   handshakes: { timeoutMs: number; maxInProgress: number; maxPerSource: number };
+  /** Sources that keep being refused (lib/transport/refusal-throttle.ts); threshold 0: off. */
+  refusalThrottle: { threshold: number; handshakesPerSecond: number };
   admin: { port: number; host: string };
   health: { port: number; host: string };
   tlsMinVersion: TlsMinVersion;
@@ -377,7 +389,12 @@ export function parseServerOptions(
     );
   }
   if (f["tls-handshake-timeout"] <= 0) throw new ConfigError("--tls-handshake-timeout must be positive");
-  for (const name of ["max-tls-handshakes", "max-tls-handshakes-per-source"] as const) {
+  if (f["refusal-throttle-rate"] < 1) throw new ConfigError("--refusal-throttle-rate must be at least 1");
+  for (const name of [
+    "max-tls-handshakes",
+    "max-tls-handshakes-per-source",
+    "refusal-throttle-threshold",
+  ] as const) {
     if (f[name] < 0) throw new ConfigError(`--${name} must not be negative`);
   }
   if (f["tenant-metrics-limit"] < 0 || f["tenant-metrics-limit"] > MAX_TENANT_METRICS_LIMIT) {
@@ -418,6 +435,10 @@ export function parseServerOptions(
         timeoutMs: f["tls-handshake-timeout"],
         maxInProgress: f["max-tls-handshakes"],
         maxPerSource: f["max-tls-handshakes-per-source"],
+      },
+      refusalThrottle: {
+        threshold: f["refusal-throttle-threshold"],
+        handshakesPerSecond: f["refusal-throttle-rate"],
       },
       admin: { port: f["admin-port"], host: f["admin-bind-address"] },
       health: { port: f["health-port"], host: f["health-bind-address"] },

@@ -23,6 +23,7 @@ export class ServerMetrics {
   readonly registry = new Registry();
   /** Brings the kgw_tenant_* series up to date when the registry is read (tenant-metrics.ts). */
   private tenantCollect: () => void = () => {};
+  private throttleCollect: () => void = () => {};
 
   readonly dialDuration = new Histogram({
     name: `${NS}_dial_duration_seconds`,
@@ -107,6 +108,14 @@ export class ServerMetrics {
     help: "TLS handshakes under way, by listener (bounded by --max-tls-handshakes).",
     labelNames: ["listener"] as const,
     registers: [this.registry],
+  });
+
+  /** Sources whose new connections are rate-limited (lib/transport/refusal-throttle.ts). */
+  readonly throttledSources = new Gauge({
+    name: "kgw_server_throttled_sources",
+    help: "Source addresses refused so often that their new TLS handshakes are rate-limited (--refusal-throttle-threshold).",
+    registers: [this.registry],
+    collect: () => this.throttleCollect(),
   });
 
   readonly deadHttp2Peers = new Counter({
@@ -207,6 +216,11 @@ export class ServerMetrics {
     help: "Failed writes to the audit log (the records stay buffered and are retried, up to the buffer's bound).",
     registers: [this.registry],
   });
+
+  /** Sets what refreshes kgw_server_throttled_sources before each read. */
+  onThrottleCollect(collect: () => void): void {
+    this.throttleCollect = collect;
+  }
 
   /** Sets what brings the kgw_tenant_* series up to date before each read (one per registry). */
   onTenantCollect(collect: () => void): void {

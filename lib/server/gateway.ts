@@ -14,8 +14,10 @@ import type { ServerOptions } from "../config/server-options.js";
 import { ShuttingDownError } from "../errors.js";
 import { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
+import { sourceKey } from "../transport/handshake-gate.js";
 import { metricsRoute, type RunningHttpServer, startHttpServer } from "../transport/http-endpoints.js";
 import { listenTcp } from "../transport/listen.js";
+import { RefusalThrottle } from "../transport/refusal-throttle.js";
 import { openAuditLog } from "./audit/audit-log.js";
 import { type AuditSink, discardAudit } from "./audit/audit-sink.js";
 import { DialTracker, type DialTrackerDeps } from "./audit/dial-tracker.js";
@@ -31,7 +33,7 @@ import { buildFrontendListeners } from "./listeners/frontend-listeners.js";
 import { ListenerSet } from "./listeners/listener-set.js";
 import type { GatewayPolicy } from "./policy/gateway-policy.js";
 import { releasingOnCancel, releasingOnEnd, unlimitedQuotas } from "./policy/tenant-quotas.js";
-import { DRAIN_POLL_MS } from "./timeouts.js";
+import { DRAIN_POLL_MS, REFUSAL_THROTTLE_COOLDOWN_MS, REFUSAL_THROTTLE_MAX_SOURCES } from "./timeouts.js";
 
 export interface GatewayAddresses {
   frontend: AddressInfo | null;
@@ -83,7 +85,13 @@ export class Gateway {
     this.metrics = metrics;
     this.registry = new BackendRegistry(chooserFor(opts.proxyStrategies));
     this.directory = deps.directory?.(this.registry) ?? this.registry;
-    this.listeners = new ListenerSet(deps.log, this.metrics);
+    const throttle = new RefusalThrottle({
+      ...opts.refusalThrottle,
+      cooldownMs: REFUSAL_THROTTLE_COOLDOWN_MS,
+      maxSources: REFUSAL_THROTTLE_MAX_SOURCES,
+    });
+    metrics.onThrottleCollect(() => metrics.throttledSources.set(throttle.throttledCount()));
+    this.listeners = new ListenerSet(deps.log, this.metrics, throttle);
     this.tenantMetrics = new TenantMetrics(metrics, opts.tenantMetricsLimit);
     this.registry.on("changed", (tenant) =>
       this.tenantMetrics.agentsChanged(tenant, this.registry.agents(tenant).length),
@@ -175,6 +183,9 @@ export class Gateway {
       sessions: this.frontendSessions,
       log: deps.log,
       metrics,
+      refusedFrom: (address) => {
+        if (address !== undefined) this.listeners.throttle?.refused(sourceKey(address));
+      },
     });
     const agentServer = buildAgentListener(
       this.listeners,

@@ -23,6 +23,17 @@ export const AGENT_PROBE_ANSWER_MS = 2_000;
 export const PEER_WATCH_TICK_MS = 500;
 export const PEER_WATCH_STALL_MS = 500;
 
+/**
+ * A source throttled for being refused (lib/transport/refusal-throttle.ts) stays throttled this
+ * long after its last refusal: long enough that a client retrying in a loop does not get a full
+ * handshake every few seconds, short enough that one whose quota freed up is back at full speed
+ * soon after (it can still open --refusal-throttle-rate connections a second meanwhile).
+ */
+export const REFUSAL_THROTTLE_COOLDOWN_MS = 10_000;
+
+/** Sources the refusal throttle remembers at once (about 100 bytes each). */
+export const REFUSAL_THROTTLE_MAX_SOURCES = 10_000;
+
 /** While shutting down, how often to check whether open tunnels have finished. */
 export const DRAIN_POLL_MS = 100;
 

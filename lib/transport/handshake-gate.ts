@@ -23,7 +23,7 @@ export interface HandshakeLimits {
   maxPerSource: number;
 }
 
-export type HandshakeRefusal = "handshakes_in_progress" | "handshakes_per_source";
+export type HandshakeRefusal = "handshakes_in_progress" | "handshakes_per_source" | "source_throttled";
 
 /** The key a source is counted under: the IPv4 address, or the first 64 bits of an IPv6 one. */
 export function sourceKey(address: string): string {
@@ -61,6 +61,11 @@ export class HandshakeGate {
     private readonly limits: HandshakeLimits,
     private readonly hooks: {
       refused(reason: HandshakeRefusal): void;
+      /**
+       * Whether `source` (a sourceKey) may start a handshake now, beyond the counts above: a
+       * source that keeps being refused is throttled (refusal-throttle.ts).
+       */
+      admitSource?(source: string): boolean;
       /** The number of handshakes in progress changed (for a gauge). */
       changed?(inProgress: number): void;
     },
@@ -88,6 +93,7 @@ export class HandshakeGate {
     let refusal: HandshakeRefusal | null = null;
     if (maxInProgress > 0 && this.total >= maxInProgress) refusal = "handshakes_in_progress";
     else if (maxPerSource > 0 && fromSource >= maxPerSource) refusal = "handshakes_per_source";
+    else if (this.hooks.admitSource && !this.hooks.admitSource(source)) refusal = "source_throttled";
     if (refusal) {
       this.hooks.refused(refusal);
       // Nothing to say to a client before TLS; the TLS layer above sees the reset and lets go.

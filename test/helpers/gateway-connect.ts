@@ -10,6 +10,8 @@ import type { TestPki } from "./pki.js";
 export interface GatewayCaller {
   token?: string;
   cert?: { certPem: string | Buffer; keyPem: string | Buffer };
+  /** The loopback address to connect from (default: the kernel's choice, 127.0.0.1). */
+  from?: string;
 }
 
 export interface GatewayConnect {
@@ -34,6 +36,7 @@ export function connectOnGatewayPort(
       servername: "localhost",
       ca: pki.ca.certPem,
       agent: false,
+      localAddress: caller.from,
       headers: { host: target, ...(caller.token ? { "proxy-authorization": `Bearer ${caller.token}` } : {}) },
       ...(caller.cert ? { cert: caller.cert.certPem, key: caller.cert.keyPem } : {}),
     });

@@ -458,6 +458,10 @@ beforeAll(async () => {
     `--tls-handshake-timeout=${HANDSHAKE_TIMEOUT_MS}ms`,
     `--header-timeout=${HEADER_TIMEOUT_MS}ms`,
     `--max-header-bytes=${MAX_HEADER_BYTES}`,
+    // Every attack here comes from 127.0.0.1, the victims' own address, and each must get its
+    // answer: the throttle that turns repeated refusals into resets has its own suite
+    // (refusal-throttle.test.ts).
+    "--refusal-throttle-threshold=0",
   ]);
   port = t.gw.addresses.agent!.port;
   echo = await startEchoBackend();

@@ -40,6 +40,9 @@ beforeAll(async () => {
   await store.run(["quota", "umbrella", "--max-buffered-mib=8", "--max-tunnels=100"]);
   t = await startTenantGateway(store.dir, [
     "--tenant-watch-interval=200ms",
+    // Each refusal must be seen as a 429 here, all from 127.0.0.1: the throttle that turns
+    // repeated refusals into resets has its own suite (refusal-throttle.test.ts).
+    "--refusal-throttle-threshold=0",
     `--tenant-max-tunnels=${MAX_TUNNELS}`,
     "--tenant-dial-rate=5",
     `--tenant-dial-burst=${DIAL_BURST}`,

@@ -6,8 +6,7 @@
  * dials on one stream (allowed by the protocol) may go to different agents without clashing.
  */
 
-import type { GatewayError } from "../../errors.js";
-import { DialCancelledError } from "../../errors.js";
+import { DialCancelledError, type GatewayError, isRefusal } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
 import {
@@ -121,7 +120,9 @@ export class GrpcFrontendSession {
   private dialFailed(conn: StreamConnection, err: GatewayError): void {
     if (this.dials.get(conn.random) !== conn) return;
     this.dials.delete(conn.random);
-    this.log.info({ err: err.message, code: err.code }, "dial failed");
+    // A refusal (credential, policy, quota) is counted and audited; only failures are news.
+    if (isRefusal(err)) this.log.debug({ err: err.message, code: err.code }, "dial refused");
+    else this.log.info({ err: err.message, code: err.code }, "dial failed");
     this.send(dialResponse(conn.random, 0n, err.message));
   }
 

@@ -15,6 +15,7 @@ import type { Duplex } from "node:stream";
 import { type PeerCertificate, TLSSocket } from "node:tls";
 import { GatewayError, grpcStatusFor, httpStatusFor } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
+import { budgetedInfo } from "../../observability/log-budget.js";
 import type { Logger } from "../../observability/logger.js";
 import type { FrontendConnectionOptions } from "../../transport/frontend-connection.js";
 import type { GrpcMethodHandler, GrpcServer } from "../../transport/grpc-server.js";
@@ -40,6 +41,11 @@ export interface CallerFrontDeps {
   sessions: Set<GrpcFrontendSession>;
   log: Logger;
   metrics: ServerMetrics;
+  /**
+   * Told of every caller refused (credential, policy, quota), with the address it came from, so
+   * that a source that keeps being refused is refused more cheaply (refusal-throttle.ts).
+   */
+  refusedFrom?: (remoteAddress: string | undefined) => void;
 }
 
 export interface CallerFront {
@@ -51,6 +57,14 @@ export interface CallerFront {
     grpc: GrpcServer,
     limits: { maxHeaderBytes: number; headerTimeoutMs: number },
   ): FrontendConnectionOptions;
+}
+
+/** Lines a second, per kind, that a flood of refusals or failed dials may write at info. */
+const LOG_LINES_PER_SECOND = 10;
+
+/** The address a caller's connection came from; undefined for a Unix socket or a gone peer. */
+function remoteAddressOf(transport: Duplex): string | undefined {
+  return (transport as Partial<Socket>).remoteAddress;
 }
 
 /** Proxy-Authenticate on a 407: RFC 9110 requires it, and it tells a client which scheme to use. */
@@ -90,10 +104,15 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
     }
   };
 
-  const refused = (listener: CallerListener, err: GatewayError, log: Logger) => {
+  // Budgets for lines a misbehaving client can repeat at will (log-budget.ts).
+  const logRefusedCaller = budgetedInfo(deps.log.child({ component: "caller-auth" }), LOG_LINES_PER_SECOND);
+  const logConnectFailure = budgetedInfo(connectLog, LOG_LINES_PER_SECOND);
+
+  const refused = (listener: CallerListener, err: GatewayError, transport: Duplex) => {
     metrics.rejectedConnections.inc({ listener, reason: err.code });
+    deps.refusedFrom?.(remoteAddressOf(transport));
     // The reason (CredentialRefusedError.reason) is for the operator; the peer gets one message.
-    log.info(
+    logRefusedCaller(
       { listener, code: err.code, reason: (err as { reason?: string }).reason, err: err.message },
       "refused a caller",
     );
@@ -107,7 +126,7 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
         metadataValues(request.headers, "authorization"),
       );
       if (caller instanceof GatewayError) {
-        refused(listener, caller, frontendLog);
+        refused(listener, caller, request.transport);
         request.refuse(grpcStatusFor(caller), caller.message);
         return;
       }
@@ -138,7 +157,7 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
       onConnect: (socket: Socket, request, rest) => {
         const caller = authenticate(listener, socket, request.headers.get("proxy-authorization") ?? []);
         if (caller instanceof GatewayError) {
-          refused(listener, caller, connectLog);
+          refused(listener, caller, socket);
           socket.on("error", () => {});
           const extra = caller.code === "ERR_PROXY_AUTH_REQUIRED" ? PROXY_AUTHENTICATE : undefined;
           socket.end(formatConnectResponse(httpStatusFor(caller), undefined, extra));
@@ -154,6 +173,8 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
           rest,
           dialer: bindDialer(deps.dialer, { caller, frontend: "connect" }),
           log: connectLog,
+          logFailure: logConnectFailure,
+          refused: deps.refusedFrom && (() => deps.refusedFrom?.(socket.remoteAddress)),
           metrics,
         });
       },

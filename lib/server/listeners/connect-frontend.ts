@@ -4,8 +4,9 @@
  * 504 dial timeout (see httpStatusFor).
  */
 import type { Socket } from "node:net";
-import { type GatewayError, httpStatusFor } from "../../errors.js";
+import { type GatewayError, httpStatusFor, isRefusal } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
+import type { BudgetedLog } from "../../observability/log-budget.js";
 import type { Logger } from "../../observability/logger.js";
 import { formatConnectResponse } from "../../transport/http-connect-parser.js";
 import { resetSocket } from "../../transport/reset-socket.js";
@@ -28,6 +29,10 @@ export interface ConnectTunnelOptions {
   rest: Buffer;
   dialer: CallerDialer;
   log: Logger;
+  /** Dial failures that are not refusals, at info within a budget (log-budget.ts). */
+  logFailure: BudgetedLog;
+  /** Told of a dial refused by policy or quota (isRefusal), for the refusal throttle. */
+  refused?: () => void;
   metrics: ServerMetrics;
 }
 
@@ -72,7 +77,14 @@ export function serveConnect(opts: ConnectTunnelOptions): void {
 
   const fail = (err: GatewayError) => {
     if (finished) return;
-    log.info({ address: opts.address, err: err.message, code: err.code }, "CONNECT dial failed");
+    const fields = { address: opts.address, err: err.message, code: err.code };
+    if (isRefusal(err)) {
+      // Counted, and in the dial's audit record: a storm of them need not also flood the log.
+      log.debug(fields, "CONNECT dial refused");
+      opts.refused?.();
+    } else {
+      opts.logFailure(fields, "CONNECT dial failed");
+    }
     finished = true;
     metrics.httpConnections.dec();
     socket.end(formatConnectResponse(httpStatusFor(err), undefined, { "X-Kgw-Error-Code": err.code }));

@@ -8,9 +8,10 @@ import type { TLSSocket, Server as TlsServer } from "node:tls";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
 import { GrpcServer, type GrpcServerOptions } from "../../transport/grpc-server.js";
-import { HandshakeGate, type HandshakeLimits } from "../../transport/handshake-gate.js";
+import { HandshakeGate, type HandshakeLimits, sourceKey } from "../../transport/handshake-gate.js";
 import { Http2PeerWatch, tcpPeerGone } from "../../transport/http2-peer-watch.js";
 import { closeServer } from "../../transport/listen.js";
+import type { RefusalThrottle } from "../../transport/refusal-throttle.js";
 import { SocketTracker } from "../../transport/socket-tracker.js";
 import { PEER_WATCH_STALL_MS, PEER_WATCH_TICK_MS } from "../timeouts.js";
 
@@ -23,6 +24,8 @@ export class ListenerSet {
   constructor(
     readonly log: Logger,
     private readonly metrics: ServerMetrics,
+    /** Sources refused often enough to be refused cheaply (refusal-throttle.ts); shared by all. */
+    readonly throttle?: RefusalThrottle,
   ) {}
 
   grpcServer(options: GrpcServerOptions): GrpcServer {
@@ -67,14 +70,18 @@ export class ListenerSet {
   trackTls(server: TlsServer, name: string, limits: HandshakeLimits): void {
     this.track(server);
     const handshakes = this.metrics.tlsHandshakes.labels({ listener: name });
+    const throttle = this.throttle?.enabled ? this.throttle : undefined;
     new HandshakeGate(limits, {
       refused: (reason) => {
         this.metrics.rejectedConnections.inc({ listener: name, reason });
         this.log.debug(
           { listener: name, reason },
-          "refused a connection: too many TLS handshakes in progress",
+          reason === "source_throttled"
+            ? "refused a connection: its source keeps being refused"
+            : "refused a connection: too many TLS handshakes in progress",
         );
       },
+      admitSource: throttle && ((source) => throttle.admit(source)),
       changed: (inProgress) => handshakes.set(inProgress),
     }).guard(server);
     server.on("tlsClientError", (err: Error, socket: TLSSocket) => {
@@ -82,6 +89,9 @@ export class ListenerSet {
       // as long as the client likes: close it, or half-open handshakes pile up without bound.
       socket.destroy();
       this.metrics.rejectedConnections.inc({ listener: name, reason: "tls" });
+      // A failed handshake cost as much as a good one: a source failing over and over (a
+      // certificate we refuse, in a loop) is throttled as a refused caller is.
+      if (socket.remoteAddress !== undefined) this.throttle?.refused(sourceKey(socket.remoteAddress));
       this.log.debug({ listener: name, err: err.message }, "TLS handshake failed");
     });
   }
