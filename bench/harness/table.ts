@@ -80,6 +80,7 @@ function formatNumber(value: number, unit: Unit): string {
     case "%":
       return value.toFixed(0);
     case "dials/s":
+    case "conns/s":
     case "µs/MB":
       return group(value);
   }
@@ -91,6 +92,7 @@ export function formatValue(value: number, unit: Unit): string {
     case "%":
       return `${n}%`;
     case "dials/s":
+    case "conns/s":
       return `${n} /s`;
     default:
       return `${n} ${unit}`;
