@@ -1,13 +1,28 @@
 /**
  * Builds TLS server/client settings from PEM files. Files are read once at startup so a missing
  * or unreadable file is a configuration error at boot, not a handshake failure later.
+ *
+ * Every PEM flag also takes `env:NAME`: the PEM text is in environment variable NAME. That is how
+ * ECS hands a task its Secrets Manager values (cdk/), and it keeps keys off the container's disk.
  */
 import { readFileSync } from "node:fs";
 import { DEFAULT_CIPHERS, type SecureContextOptions } from "node:tls";
 import type { TlsFiles, TlsMinVersion } from "../config/tls.js";
 import { ConfigError } from "../errors.js";
 
-export function readPem(path: string, what: string): Buffer {
+const ENV_SOURCE = "env:";
+
+/** Reads a PEM file, or the variable an `env:NAME` source names; a ConfigError says which. */
+export function readPem(path: string, what: string, env: NodeJS.ProcessEnv = process.env): Buffer {
+  if (path.startsWith(ENV_SOURCE)) {
+    const name = path.slice(ENV_SOURCE.length);
+    const text = env[name];
+    if (!text) throw new ConfigError(`${what}: environment variable ${name} is empty or not set`);
+    // Never echo the value: it may be a private key.
+    if (!text.includes("-----BEGIN "))
+      throw new ConfigError(`${what}: environment variable ${name} holds no PEM block`);
+    return Buffer.from(text, "utf8");
+  }
   try {
     return readFileSync(path);
   } catch (err) {

@@ -13,6 +13,7 @@ import { MAX_CA_BUNDLE_BYTES } from "../../tenancy/manifest/input.js";
 import { renderAgentManifest } from "../../tenancy/manifest/render.js";
 import type { TenantStore } from "../../tenancy/store.js";
 import { generateToken } from "../../tenancy/tokens.js";
+import { readPem } from "../../transport/tls-files.js";
 import { createInstallRoute, type InstallRoute } from "./install-route.js";
 
 const FLAG_OF: Partial<Record<InvalidManifestInputError["field"], string>> = {
@@ -28,7 +29,9 @@ export async function openInstallRoute(
 ): Promise<InstallRoute> {
   let caPem: string;
   try {
-    const bytes = await readFile(opts.caBundle);
+    const bytes = opts.caBundle.startsWith("env:")
+      ? readPem(opts.caBundle, "--install-ca-bundle")
+      : await readFile(opts.caBundle);
     if (bytes.length > MAX_CA_BUNDLE_BYTES) throw new Error(`larger than ${MAX_CA_BUNDLE_BYTES / 1024} KiB`);
     caPem = bytes.toString("utf8");
   } catch (err) {
