@@ -292,6 +292,34 @@ export class ShuttingDownError extends GatewayError {
   }
 }
 
+/**
+ * A dial forwarded to another gateway instance (lib/fleet/peer/) could not reach it: no
+ * connection (refused, TLS, timeout), the link died before the dial was answered, or the peer is
+ * draining. Nothing was dialed there; routing may try another owner. To a caller it is what it
+ * would be on one instance: no agent (503).
+ */
+export class PeerUnavailableError extends NoAgentError {
+  constructor(
+    readonly peer: string,
+    reason: string,
+  ) {
+    super(`peer instance ${peer} unavailable: ${reason}`);
+  }
+}
+
+/**
+ * The peer instance a dial was forwarded to has no agent of the caller's tenant (any more):
+ * routing's view of the fleet is stale. It re-reads the owners and retries once.
+ */
+export class PeerNotHereError extends NoAgentError {
+  constructor(
+    readonly peer: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 const HTTP_STATUS: Record<ErrorCode, number> = {
   ERR_CONFIG: 500,
   ERR_BAD_REQUEST: 400,

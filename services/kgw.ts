@@ -21,6 +21,10 @@ const COMMANDS: Record<
     summary: "manage tenants and their credentials (create, list, show, rotate, revoke, delete, bundle)",
     load: () => import("./tenant/main.js"),
   },
+  pki: {
+    summary: "make the certificates of an AWS deployment (CA, serving, peer) and their secrets' JSON",
+    load: () => import("./pki/main.js"),
+  },
   demo: {
     summary: "start a local server, agent and backend, and send a request through the tunnel",
     load: () => import("./demo/main.js"),

@@ -12,9 +12,11 @@ import { type TenantQuotas, validateQuotas } from "../tenancy/quotas.js";
 import { isValidTenantId } from "../tenancy/tenant-id.js";
 import { LOGTOSTDERR_FLAG } from "./compat-flags.js";
 import { defineFlags, type FlagValues, formatHelp, parseFlags } from "./flags.js";
+import { FLEET_FLAGS, type FleetConfig, parseFleet } from "./fleet-options.js";
 import { parseTlsMinVersion, type TlsFiles, type TlsMinVersion } from "./tls.js";
 
 export const SERVER_FLAGS = defineFlags({
+  ...FLEET_FLAGS,
   "server-id": { kind: "string", default: "", help: "Unique ID of this server instance (random if empty)." },
   "server-count": {
     kind: "int",
@@ -74,6 +76,23 @@ export const SERVER_FLAGS = defineFlags({
     default: "",
     help: "An accepted agent bearer token (prefer the file or the environment).",
     env: "KGW_AGENT_TOKEN",
+  },
+  "peer-port": {
+    kind: "port",
+    default: 0,
+    help: "Fleet peer port: other gateway instances forward dials here over mTLS (0: off; the fleet uses 8135).",
+  },
+  "peer-bind-address": { kind: "string", default: "", help: "Peer port bind address (all if empty)." },
+  "peer-cert": {
+    kind: "string",
+    default: "",
+    help: "This instance's peer certificate (PEM): serves the peer port and authenticates its own peer links; must carry the URI SAN kgw://fleet/peer.",
+  },
+  "peer-key": { kind: "string", default: "", help: "Private key of --peer-cert (PEM)." },
+  "peer-ca-cert": {
+    kind: "string",
+    default: "",
+    help: "CA of the fleet's peer certificates: both ends of a peer link must chain to it and carry kgw://fleet/peer.",
   },
   "admin-port": { kind: "port", default: 8133, help: "Admin port (/metrics)." },
   "admin-bind-address": { kind: "string", default: "127.0.0.1", help: "Admin bind address." },
@@ -198,6 +217,16 @@ export const SERVER_FLAGS = defineFlags({
     default: "",
     help: "With --tenant-store-dir: serve the one-line agent install (GET /v1/install/<token>.yaml on --agent-port); host:port the installed agents dial, as the gateway's serving certificate names it. Off when empty.",
   },
+  "install-port": {
+    kind: "port",
+    default: 0,
+    help: "With --install-gateway-address: also serve the install route, and nothing else, on this TLS port (for a load balancer's TLS listener with a publicly trusted certificate in front; 0: only on --agent-port).",
+  },
+  "install-bind-address": {
+    kind: "string",
+    default: "",
+    help: "With --install-port: its bind address (all if empty).",
+  },
   "install-ca-bundle": {
     kind: "string",
     default: "",
@@ -287,10 +316,25 @@ export interface ServerOptions {
   tenantMetricsLimit: number;
   /** Hosted mode (--tenant-store-dir); null for the single-tenant drop-in. */
   tenancy: TenancyOptions | null;
+  /** The fleet peer port (lib/fleet/peer/); null: off (--peer-port=0). */
+  peer: PeerOptions | null;
+  /** Hosted fleet mode (--registry-table, lib/fleet/); null: this instance alone. */
+  fleet: FleetConfig | null;
+}
+
+/**
+ * The peer port and this instance's peer identity: mTLS both ways, certificates from `tls.ca`
+ * carrying the URI SAN kgw://fleet/peer (lib/fleet/peer/peer-identity.ts).
+ */
+export interface PeerOptions {
+  port: number;
+  host: string;
+  tls: TlsFiles;
 }
 
 export interface TenancyOptions {
-  storeDir: string;
+  /** Where tenant records are: the directory store, or the fleet's DynamoDB table. */
+  store: { kind: "dir"; dir: string } | { kind: "dynamodb"; table: string };
   /** The gateway CA: client certificates of every role are verified against it. */
   caCert: string;
   watchIntervalMs: number;
@@ -311,6 +355,8 @@ export interface InstallOptions {
   /** undefined: the kgw agent image of this version. */
   image: string | undefined;
   namespace: string;
+  /** A TLS listener of its own serving only the route (--install-port); null: the agent port only. */
+  listener: { port: number; host: string } | null;
 }
 
 /**
@@ -450,7 +496,34 @@ export function parseServerOptions(
       auditLog: f["audit-log"] || null,
       tenantMetricsLimit: f["tenant-metrics-limit"],
       tenancy,
+      peer: parsePeer(f),
+      fleet: parseFleet(f, f["peer-port"]),
     },
+  };
+}
+
+const PEER_FLAGS = ["peer-bind-address", "peer-cert", "peer-key", "peer-ca-cert"] as const;
+
+/**
+ * The peer port is off unless given a port; when on, it needs all three TLS files: a peer link is
+ * always mutual TLS (anyone who can open one can dial as any tenant).
+ */
+function parsePeer(f: ServerFlagValues): PeerOptions | null {
+  if (f["peer-port"] === 0) {
+    const stray = PEER_FLAGS.find((flag) => f[flag]);
+    if (stray) throw new ConfigError(`--${stray} needs --peer-port`);
+    return null;
+  }
+  const missing = PEER_FLAGS.filter((flag) => flag !== "peer-bind-address" && !f[flag]);
+  if (missing.length > 0) {
+    throw new ConfigError(
+      `--peer-port needs ${missing.map((m) => `--${m}`).join(", ")}: peer links are always mutual TLS`,
+    );
+  }
+  return {
+    port: f["peer-port"],
+    host: f["peer-bind-address"],
+    tls: { cert: f["peer-cert"], key: f["peer-key"], ca: f["peer-ca-cert"] },
   };
 }
 
@@ -517,6 +590,8 @@ const QUOTA_FLAGS = {
 
 const INSTALL_FLAGS = [
   "install-gateway-address",
+  "install-port",
+  "install-bind-address",
   "install-ca-bundle",
   "install-agent-image",
   "install-namespace",
@@ -533,6 +608,9 @@ function parseInstall(f: ServerFlagValues): InstallOptions | null {
   }
   const gateway = parseGatewayAddress(f["install-gateway-address"]);
   if ("error" in gateway) throw new ConfigError(`--install-gateway-address: ${gateway.error}`);
+  if (f["install-bind-address"] && !f["install-port"]) {
+    throw new ConfigError("--install-bind-address needs --install-port");
+  }
   const asConfig = <T>(flag: string, fn: () => T): T => {
     try {
       return fn();
@@ -547,11 +625,18 @@ function parseInstall(f: ServerFlagValues): InstallOptions | null {
       ? asConfig("install-agent-image", () => checkImage(f["install-agent-image"]))
       : undefined,
     namespace: asConfig("install-namespace", () => checkNamespace(f["install-namespace"])),
+    listener: f["install-port"] ? { port: f["install-port"], host: f["install-bind-address"] } : null,
   };
 }
 
 function parseTenancy(f: ServerFlagValues): TenancyOptions | null {
-  if (!f["tenant-store-dir"]) {
+  if (f["tenant-store-dir"] && f["registry-table"]) {
+    throw new ConfigError(
+      "--tenant-store-dir cannot be used with --registry-table: a fleet's tenants are in its table",
+    );
+  }
+  const storeFlag = f["registry-table"] ? "--registry-table" : "--tenant-store-dir";
+  if (!f["tenant-store-dir"] && !f["registry-table"]) {
     const stray = INSTALL_FLAGS.find((flag) => flag !== "install-namespace" && f[flag]);
     if (stray)
       throw new ConfigError(`--${stray} needs --tenant-store-dir (the install route serves tenants)`);
@@ -568,18 +653,18 @@ function parseTenancy(f: ServerFlagValues): TenancyOptions | null {
   for (const flag of conflicting) {
     if (f[flag]) {
       throw new ConfigError(
-        `--${flag} cannot be used with --tenant-store-dir: tenants' credentials come from the store`,
+        `--${flag} cannot be used with ${storeFlag}: tenants' credentials come from the store`,
       );
     }
   }
   if (!f["tenant-ca-cert"]) {
     throw new ConfigError(
-      "--tenant-store-dir needs --tenant-ca-cert (or $KGW_CA_CERT): the CA that issued tenants' client certificates",
+      `${storeFlag} needs --tenant-ca-cert (or $KGW_CA_CERT): the CA that issued tenants' client certificates`,
     );
   }
   if (f["uds-name"] && !f["uds-tenant"]) {
     throw new ConfigError(
-      "--uds-name with --tenant-store-dir needs --uds-tenant: the Unix socket carries no credential, so its tenant is configured",
+      `--uds-name with ${storeFlag} needs --uds-tenant: the Unix socket carries no credential, so its tenant is configured`,
     );
   }
   if (f["uds-tenant"] && !f["uds-name"]) throw new ConfigError("--uds-tenant needs --uds-name");
@@ -604,7 +689,9 @@ function parseTenancy(f: ServerFlagValues): TenancyOptions | null {
   return {
     defaultQuotas,
     install: parseInstall(f),
-    storeDir: f["tenant-store-dir"],
+    store: f["registry-table"]
+      ? { kind: "dynamodb", table: f["registry-table"] }
+      : { kind: "dir", dir: f["tenant-store-dir"] },
     caCert: f["tenant-ca-cert"],
     watchIntervalMs: interval,
     udsTenant: f["uds-tenant"] || null,

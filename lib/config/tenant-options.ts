@@ -4,6 +4,7 @@
  * and hands the plain object to lib/tenancy/cli.
  */
 import path from "node:path";
+import { checkSecretId } from "../deploy/secret-id.js";
 import { DEFAULT_EGRESS_POLICY, type EgressPolicy, validateEgressPolicy } from "../egress/egress-policy.js";
 import { ConfigError } from "../errors.js";
 import type { UdsProxyProtocol } from "../tenancy/bundle/egress-selector.js";
@@ -53,6 +54,12 @@ export const TENANT_FLAGS = defineFlags({
     help: "Directory of the tenant store (created by the first create).",
     env: "KGW_TENANT_STORE_DIR",
   },
+  table: {
+    kind: "string",
+    default: "",
+    help: "DynamoDB table of the tenant store, instead of --store-dir (region, endpoint and credentials: the AWS SDK's standard configuration, e.g. AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB).",
+    env: "KGW_TENANT_TABLE",
+  },
   output: { kind: "string", default: "text", help: "Output format: text or json." },
   "display-name": { kind: "string", default: "", help: "create: a name for people (default: the id)." },
   "caller-token": {
@@ -74,6 +81,12 @@ export const TENANT_FLAGS = defineFlags({
   },
   "ca-cert": { kind: "string", default: "", help: "Gateway CA certificate (PEM).", env: "KGW_CA_CERT" },
   "ca-key": { kind: "string", default: "", help: "Gateway CA private key (PEM).", env: "KGW_CA_KEY" },
+  "ca-secret": {
+    kind: "string",
+    default: "",
+    help: "The gateway CA from AWS Secrets Manager instead of --ca-cert/--ca-key: a secret name or ARN holding {certificate, privateKey} (kgw pki ca's ca-secret.json), read with your own AWS credentials.",
+    env: "KGW_CA_SECRET",
+  },
   "server-ca-bundle": {
     kind: "string",
     default: "",
@@ -189,6 +202,7 @@ export type OutputFormat = "text" | "json";
 const BUNDLE_FLAGS: readonly FlagName[] = [
   "ca-cert",
   "ca-key",
+  "ca-secret",
   "server-ca-bundle",
   "gateway-address",
   "out",
@@ -260,13 +274,16 @@ const SUBCOMMANDS: Record<
     flags: ["max-tunnels", "dial-rate", "dial-burst", "max-agents", "max-buffered-mib"],
   },
 };
-const COMMON_FLAGS: readonly FlagName[] = ["store-dir", "output"];
+const COMMON_FLAGS: readonly FlagName[] = ["store-dir", "table", "output"];
 
 /** What issuing a tenant certificate and writing it out takes, for either role. */
 export interface CertificateSettings {
+  /** Files of the gateway CA; both "" when it comes from caSecret. */
   caCert: string;
   caKey: string;
-  /** File with the CA bundle for verifying the gateway (defaults to caCert). */
+  /** The Secrets Manager secret (name or ARN) holding the gateway CA; null: the files. */
+  caSecret: string | null;
+  /** File with the CA bundle for verifying the gateway; "" with caSecret: the secret's certificate. */
   serverCaBundle: string;
   outDir: string;
   mountDir: string;
@@ -313,6 +330,8 @@ export interface InstallTokenSettings {
 
 interface Common {
   storeDir: string;
+  /** The DynamoDB table of the store; when set, storeDir is unused. */
+  table: string | undefined;
   output: OutputFormat;
 }
 
@@ -375,8 +394,20 @@ export function parseTenantCommand(
     throw new ConfigError(`usage: kgw tenant ${name} ${spec.args.join(" ")}`.trimEnd());
   }
   const f = parsed.values;
+  if (
+    parsed.onCommandLine.has("ca-secret") &&
+    (parsed.onCommandLine.has("ca-cert") || parsed.onCommandLine.has("ca-key"))
+  ) {
+    throw new ConfigError("--ca-secret and --ca-cert/--ca-key name two CAs: give one");
+  }
+  if (parsed.onCommandLine.has("store-dir") && parsed.onCommandLine.has("table")) {
+    throw new ConfigError("--store-dir and --table name two different stores: give one");
+  }
+  // --table wins over a KGW_TENANT_STORE_DIR left in the environment.
+  const table = f.table === "" ? undefined : dynamoTableName(f.table);
   const common: Common = {
-    storeDir: requirePath(f["store-dir"], "--store-dir"),
+    storeDir: table ? f["store-dir"] : requirePath(f["store-dir"], "--store-dir"),
+    table,
     output: outputFormat(f.output),
   };
   const tenantId = () => asConfig(() => checkTenantId(args[0]));
@@ -608,17 +639,31 @@ function certificateSettings(
   mountDir: string,
   hint = "",
 ): CertificateSettings {
-  if (!f["ca-cert"] || !f["ca-key"]) {
-    throw new ConfigError(
-      `${what} needs the gateway CA: --ca-cert and --ca-key (or $KGW_CA_CERT/$KGW_CA_KEY)${hint}`,
-    );
-  }
   if (f["cert-validity"] < MIN_CERT_VALIDITY_MS || f["cert-validity"] > MAX_CERT_VALIDITY_MS) {
     throw new ConfigError("--cert-validity must be between 24h and 5 years (43800h)");
+  }
+  if (f["ca-secret"]) {
+    // CA files left in the environment ($KGW_CA_CERT/$KGW_CA_KEY) are not used; on the command
+    // line they were refused by parseTenantCommand.
+    return {
+      caCert: "",
+      caKey: "",
+      caSecret: checkSecretId(f["ca-secret"]),
+      serverCaBundle: f["server-ca-bundle"] ? requirePath(f["server-ca-bundle"], "--server-ca-bundle") : "",
+      outDir: requirePath(f.out || defaultOut, "--out"),
+      mountDir: absolutePosixPath(mountDir, "--mount-dir"),
+      certValidityMs: f["cert-validity"],
+    };
+  }
+  if (!f["ca-cert"] || !f["ca-key"]) {
+    throw new ConfigError(
+      `${what} needs the gateway CA: --ca-cert and --ca-key (or $KGW_CA_CERT/$KGW_CA_KEY), or --ca-secret${hint}`,
+    );
   }
   return {
     caCert: requirePath(f["ca-cert"], "--ca-cert"),
     caKey: requirePath(f["ca-key"], "--ca-key"),
+    caSecret: null,
     serverCaBundle: requirePath(f["server-ca-bundle"] || f["ca-cert"], "--server-ca-bundle"),
     outDir: requirePath(f.out || defaultOut, "--out"),
     mountDir: absolutePosixPath(mountDir, "--mount-dir"),
@@ -650,6 +695,14 @@ function absolutePosixPath(value: string, flag: string): string {
     throw new ConfigError(`${flag}: expected a normalized absolute path of printable ASCII without spaces`);
   }
   return trimmed;
+}
+
+/** DynamoDB's own rule for table names: 3 to 255 of letters, digits, `_`, `-` and `.`. */
+function dynamoTableName(v: string): string {
+  if (!/^[A-Za-z0-9_.-]{3,255}$/.test(v)) {
+    throw new ConfigError("--table: a DynamoDB table name is 3 to 255 letters, digits, _, - or .");
+  }
+  return v;
 }
 
 function outputFormat(v: string): OutputFormat {

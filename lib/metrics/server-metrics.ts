@@ -24,6 +24,7 @@ export class ServerMetrics {
   /** Brings the kgw_tenant_* series up to date when the registry is read (tenant-metrics.ts). */
   private tenantCollect: () => void = () => {};
   private throttleCollect: () => void = () => {};
+  private peerCollect: () => void = () => {};
 
   readonly dialDuration = new Histogram({
     name: `${NS}_dial_duration_seconds`,
@@ -160,6 +161,36 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  // Peer links between the instances of a fleet (lib/fleet/peer/).
+
+  readonly peerDials = new Counter({
+    name: "kgw_server_peer_dials_total",
+    help: "Dials this instance forwarded to another over a peer link, by outcome (established, not_here, unavailable, failed, cancelled, timeout).",
+    labelNames: ["outcome"] as const,
+    registers: [this.registry],
+  });
+
+  readonly peerDialsServed = new Counter({
+    name: "kgw_server_peer_dials_served_total",
+    help: "Dials other instances forwarded to this one, by outcome (established, not_here, failed, cancelled, invalid).",
+    labelNames: ["outcome"] as const,
+    registers: [this.registry],
+  });
+
+  readonly peerConnections = new Gauge({
+    name: "kgw_server_peer_connections",
+    help: "Peer link connections open now, by role (client: to other instances; server: from them).",
+    labelNames: ["role"] as const,
+    registers: [this.registry],
+  });
+
+  readonly failingPeers = new Gauge({
+    name: "kgw_server_peer_failing",
+    help: "Peer instances this one currently avoids after a failed connection or link (for a backoff period).",
+    registers: [this.registry],
+    collect: () => this.peerCollect(),
+  });
+
   readonly tunnelBytes = new TalliedCounter<"direction">({
     name: "kgw_server_tunnel_bytes_total",
     help: "Bytes carried through tunnels, by direction (to_agent, to_client).",
@@ -216,6 +247,11 @@ export class ServerMetrics {
     help: "Failed writes to the audit log (the records stay buffered and are retried, up to the buffer's bound).",
     registers: [this.registry],
   });
+
+  /** Sets what refreshes kgw_server_peer_failing before each read (lib/fleet/peer/peer-links.ts). */
+  onPeerCollect(collect: () => void): void {
+    this.peerCollect = collect;
+  }
 
   /** Sets what refreshes kgw_server_throttled_sources before each read. */
   onThrottleCollect(collect: () => void): void {

@@ -39,6 +39,9 @@ const PAYLOAD_FIELD: Readonly<Record<number, number>> = {
 /** DialRequest.egress, our extension: field 100, length-delimited (a two-byte tag). */
 const EGRESS_FIELD = 100;
 const EGRESS_TAG = (EGRESS_FIELD << 3) | WIRE_LEN;
+/** DialResponse.failure, our extension (peer links only): field 100, length-delimited. */
+const FAILURE_FIELD = 100;
+const FAILURE_TAG = (FAILURE_FIELD << 3) | WIRE_LEN;
 
 function encodeBody(packet: Exclude<Packet, { type: "unknown" }>, w: Writer | null): number {
   // One function computes the size (w === null) and writes (w !== null) so the two can never
@@ -63,12 +66,19 @@ function encodeBody(packet: Exclude<Packet, { type: "unknown" }>, w: Writer | nu
     }
     case PacketType.DIAL_RSP: {
       const e = Buffer.byteLength(packet.error);
+      const f = packet.failure === undefined ? 0 : Buffer.byteLength(packet.failure);
       if (w) {
         w.stringField(0x0a, packet.error, e);
         w.int64Field(0x10, packet.connectId);
         w.int64Field(0x18, packet.random);
+        if (f !== 0) {
+          w.varint(FAILURE_TAG);
+          w.varint(f);
+          w.pos += w.buf.write(packet.failure as string, w.pos, f, "utf8");
+        }
       }
-      return lenFieldSize(e) + int64FieldSize(packet.connectId) + int64FieldSize(packet.random);
+      const failureSize = f === 0 ? 0 : varintSize(FAILURE_TAG) + varintSize(f) + f;
+      return lenFieldSize(e) + int64FieldSize(packet.connectId) + int64FieldSize(packet.random) + failureSize;
     }
     case PacketType.CLOSE_REQ:
       w?.int64Field(0x08, packet.connectId);
@@ -160,6 +170,7 @@ function decodeBody(type: PacketType, r: Reader): Packet {
   let i3 = 0n;
   let bytes: Uint8Array = EMPTY;
   let egress: string | undefined;
+  let failure: string | undefined;
   // Field layout per message (see konnectivity.proto): which field number carries what.
   while (r.pos < r.end) {
     const tag = r.uint32();
@@ -168,6 +179,11 @@ function decodeBody(type: PacketType, r: Reader): Packet {
     if (field === EGRESS_FIELD && type === PacketType.DIAL_REQ) {
       expectWireType(wire, WIRE_LEN, "egress");
       egress = r.string();
+      continue;
+    }
+    if (field === FAILURE_FIELD && type === PacketType.DIAL_RSP) {
+      expectWireType(wire, WIRE_LEN, "failure");
+      failure = r.string();
       continue;
     }
     switch (field > 3 ? 0 : type === PacketType.DATA ? field + 10 : field) {
@@ -230,7 +246,9 @@ function decodeBody(type: PacketType, r: Reader): Packet {
         ? { type, protocol: s1, address: s2, random: i3 }
         : { type, protocol: s1, address: s2, random: i3, egress };
     case PacketType.DIAL_RSP:
-      return { type, error: s1, connectId: i2, random: i3 };
+      return failure === undefined
+        ? { type, error: s1, connectId: i2, random: i3 }
+        : { type, error: s1, connectId: i2, random: i3, failure };
     case PacketType.CLOSE_REQ:
       return { type, connectId: i1 };
     case PacketType.CLOSE_RSP:

@@ -37,6 +37,11 @@ export interface DialResponsePacket {
   error: string;
   connectId: bigint;
   random: bigint;
+  /**
+   * Our extension (field 100 of DialResponse): the typed reason of a failed dial, sent only
+   * between gateway instances on the peer port (lib/fleet/peer/peer-outcome.ts).
+   */
+  failure?: string;
 }
 
 export interface CloseRequestPacket {

@@ -12,6 +12,7 @@
 import type { AddressInfo } from "node:net";
 import type { ServerOptions } from "../config/server-options.js";
 import { ShuttingDownError } from "../errors.js";
+import { buildPeerListener } from "../fleet/peer/peer-listener.js";
 import { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import { sourceKey } from "../transport/handshake-gate.js";
@@ -30,6 +31,7 @@ import { adminReadinessRoutes, healthRoutes, type ReadinessState } from "./healt
 import { buildAgentListener } from "./listeners/agent-listener.js";
 import { createCallerFront } from "./listeners/caller-front.js";
 import { buildFrontendListeners } from "./listeners/frontend-listeners.js";
+import { buildInstallListener } from "./listeners/install-listener.js";
 import { ListenerSet } from "./listeners/listener-set.js";
 import type { GatewayPolicy } from "./policy/gateway-policy.js";
 import { releasingOnCancel, releasingOnEnd, unlimitedQuotas } from "./policy/tenant-quotas.js";
@@ -41,6 +43,10 @@ export interface GatewayAddresses {
   agent: AddressInfo;
   admin: AddressInfo;
   health: AddressInfo;
+  /** The fleet peer port (--peer-port); null when off. */
+  peer: AddressInfo | null;
+  /** The install-only TLS port (--install-port); null when off. */
+  install: AddressInfo | null;
 }
 
 export interface GatewayDeps {
@@ -55,6 +61,11 @@ export interface GatewayDeps {
    * with remote owners.
    */
   directory?: (local: BackendRegistry) => AgentDirectory;
+  /**
+   * Hosted fleet membership (lib/fleet/fleet.ts): where dials go, the serverCount agents are
+   * told, readiness (the lease, agents or not) and the first and last steps of a shutdown.
+   */
+  fleet?: FleetMembership;
   metrics?: ServerMetrics;
   /**
    * Where each dial's audit record goes. Without one, the gateway opens what --audit-log names
@@ -62,6 +73,22 @@ export interface GatewayDeps {
    */
   audit?: AuditSink;
 }
+
+/** What the gateway needs of its fleet (lib/fleet/fleet.ts implements it). */
+export interface FleetMembership {
+  directory(local: BackendRegistry): AgentDirectory;
+  serverCount(): number;
+  ready(): boolean;
+  /** For /readyz?verbose on the admin port. */
+  state(): object;
+  /** Tell the fleet to route elsewhere; never throws. */
+  drain(): Promise<void>;
+  /** Leave the fleet: rows and lease released (within `flushMs`), peer links closed. */
+  stop(flushMs: number): Promise<void>;
+}
+
+/** At close, how long the fleet may take to delete the rows of the agents that were here. */
+const FLEET_FLUSH_MS = 2_000;
 
 export class Gateway {
   readonly metrics: ServerMetrics;
@@ -84,7 +111,7 @@ export class Gateway {
   ) {
     this.metrics = metrics;
     this.registry = new BackendRegistry(chooserFor(opts.proxyStrategies));
-    this.directory = deps.directory?.(this.registry) ?? this.registry;
+    this.directory = deps.fleet?.directory(this.registry) ?? deps.directory?.(this.registry) ?? this.registry;
     const throttle = new RefusalThrottle({
       ...opts.refusalThrottle,
       cooldownMs: REFUSAL_THROTTLE_COOLDOWN_MS,
@@ -127,9 +154,13 @@ export class Gateway {
     return gw;
   }
 
-  /** Ready to serve dials: at least one agent connected and answering, and not shutting down. */
+  /**
+   * Ready to serve dials, and not shutting down: alone, at least one agent connected and
+   * answering; in a fleet, holding its lease (dials reach agents anywhere in the fleet).
+   */
   get ready(): boolean {
-    return this.accepting && this.registry.responsiveCount > 0;
+    if (!this.accepting) return false;
+    return this.deps.fleet ? this.deps.fleet.ready() : this.registry.responsiveCount > 0;
   }
 
   /** Dials and connections currently carried, across all agents. */
@@ -143,7 +174,20 @@ export class Gateway {
    * Every frontend dial: still accepting, allowed by policy, then to the tenant's agents; followed
    * to its end for its audit record and its tenant's metrics, refusals included.
    */
-  private readonly dial: Dialer = (ctx, req, frontend) => {
+  private readonly dial: Dialer = (ctx, req, frontend) =>
+    this.dialThrough(this.directory, ctx, req, frontend);
+
+  /**
+   * A dial another instance forwarded here (lib/fleet/peer/): the same checks, quotas and audit,
+   * but only this instance's own agents, so that a forwarded dial is never forwarded again.
+   */
+  private readonly dialLocal: Dialer = (ctx, req, frontend) =>
+    this.dialThrough(this.registry, ctx, req, frontend);
+
+  private dialThrough(
+    directory: AgentDirectory,
+    ...[ctx, req, frontend]: Parameters<Dialer>
+  ): ReturnType<Dialer> {
     const tracker = new DialTracker(ctx, req, this.tracking);
     try {
       // Streams and sockets accepted before shutdown began may still ask; they get a clear no.
@@ -157,7 +201,7 @@ export class Gateway {
       try {
         const end = releasingOnEnd(tracker.frontend(frontend), release);
         const context = windowBudget ? { ...tracker.context, windowBudget } : tracker.context;
-        return tracker.handle(releasingOnCancel(this.directory.dial(context, authorized, end), release));
+        return tracker.handle(releasingOnCancel(directory.dial(context, authorized, end), release));
       } catch (err) {
         release();
         throw err;
@@ -166,13 +210,16 @@ export class Gateway {
       tracker.failed(err);
       throw err;
     }
-  };
+  }
 
-  private readonly readiness: ReadinessState = {
-    accepting: () => this.accepting,
-    responsiveAgents: () => this.registry.responsiveCount,
-    agentsOf: (tenant) => this.registry.agents(tenant),
-  };
+  private get readiness(): ReadinessState {
+    return {
+      accepting: () => this.accepting,
+      responsiveAgents: () => this.registry.responsiveCount,
+      agentsOf: (tenant) => this.registry.agents(tenant),
+      ...(this.deps.fleet ? { fleet: this.deps.fleet } : {}),
+    };
+  }
 
   private async listen(): Promise<void> {
     const { opts, deps, metrics } = this;
@@ -196,6 +243,7 @@ export class Gateway {
         hold: deps.policy.hold,
         registry: this.registry,
         accepting: () => this.accepting,
+        ...(deps.fleet ? { serverCount: () => deps.fleet!.serverCount() } : {}),
         log: deps.log,
         metrics,
       },
@@ -226,9 +274,25 @@ export class Gateway {
       frontend: frontend.tcp,
       uds: frontend.uds,
       agent: await listenTcp(agentServer, opts.agent.port, opts.agent.host),
+      install: await this.listenInstall(),
       health: health.address,
       admin: admin.address,
+      peer: opts.peer
+        ? await buildPeerListener(this.listeners, opts, { dialer: this.dialLocal, log: deps.log, metrics })
+        : null,
     };
+  }
+
+  /** The install route's own TLS port, when asked for (listeners/install-listener.ts). */
+  private async listenInstall(): Promise<AddressInfo | null> {
+    const { opts, deps } = this;
+    const listener = opts.tenancy?.install?.listener;
+    if (!listener || !deps.policy.install) return null;
+    const server = buildInstallListener(this.listeners, opts, deps.policy.install, {
+      log: deps.log,
+      metrics: this.metrics,
+    });
+    return listenTcp(server, listener.port, listener.host);
   }
 
   /**
@@ -237,11 +301,18 @@ export class Gateway {
    */
   async shutdown(): Promise<void> {
     if (this.accepting) {
+      // First the fleet: the others stop routing here while this instance still serves.
+      await this.deps.fleet?.drain();
       this.accepting = false;
       this.deps.log.info({ activeTunnels: this.activeTunnels }, "shutting down: waiting for open tunnels");
       this.listeners.drain();
       const deadline = Date.now() + this.opts.gracefulShutdownMs;
-      while (this.activeTunnels > 0 && Date.now() < deadline) {
+      for (;;) {
+        // An agent with nothing open here goes at once, to reconnect to another instance; the
+        // others as soon as their last tunnel ends.
+        for (const session of [...this.registry.all()])
+          if (session.load === 0) session.close(new ShuttingDownError());
+        if (this.activeTunnels === 0 || Date.now() >= deadline) break;
         await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
       }
     }
@@ -255,6 +326,7 @@ export class Gateway {
       for (const session of [...this.registry.all()]) session.close();
       for (const session of this.frontendSessions) session.abort();
       await Promise.all([this.listeners.close(), ...this.httpServers.map((h) => h.close())]);
+      await this.deps.fleet?.stop(FLEET_FLUSH_MS);
       await this.deps.policy.close?.();
       // Last: the sessions closed above wrote their tunnels' records.
       await this.tracking.sink.close?.();

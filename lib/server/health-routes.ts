@@ -23,13 +23,37 @@ export interface ReadinessState {
   responsiveAgents(): number;
   /** The agents of `tenant` connected to this instance. */
   agentsOf(tenant: string): readonly { readonly responsive: boolean }[];
+  /**
+   * In a fleet, an instance is ready when it holds its lease, agents or not: a dial landing here
+   * reaches the tenant's agents wherever they are (lib/fleet/).
+   */
+  fleet?: { ready(): boolean; state(): object };
 }
 
 const OK: HttpReply = { status: 200, body: "ok\n" };
 
 function instanceReadiness(state: ReadinessState): HttpReply {
   if (!state.accepting()) return { status: 503, body: "shutting down\n" };
+  if (state.fleet)
+    return state.fleet.ready() ? OK : { status: 503, body: "not holding a lease in the fleet registry\n" };
   return state.responsiveAgents() > 0 ? OK : { status: 503, body: "no agent connected and answering\n" };
+}
+
+/** The admin port's `/readyz?verbose`: the answer, and the fleet's state behind it (JSON). */
+function verboseReadiness(state: ReadinessState): HttpReply {
+  const answer = instanceReadiness(state);
+  const body = {
+    ready: answer.status === 200,
+    reason: answer.body.trim(),
+    accepting: state.accepting(),
+    agentsAnswering: state.responsiveAgents(),
+    ...(state.fleet ? { fleet: state.fleet.state() } : {}),
+  };
+  return {
+    status: answer.status,
+    body: `${JSON.stringify(body, null, 2)}\n`,
+    contentType: "application/json",
+  };
 }
 
 /** A tenant id, or the drop-in's implicit "default" (reserved for stored tenants, valid here). */
@@ -76,6 +100,10 @@ export function healthRoutes(state: ReadinessState): Routes {
 export function adminReadinessRoutes(state: ReadinessState): Routes {
   return {
     "/readyz": ({ query }: HttpRequestInfo) =>
-      query.has("tenant") ? tenantReadiness(state, query.getAll("tenant")) : instanceReadiness(state),
+      query.has("tenant")
+        ? tenantReadiness(state, query.getAll("tenant"))
+        : query.has("verbose")
+          ? verboseReadiness(state)
+          : instanceReadiness(state),
   };
 }

@@ -4,6 +4,7 @@
  */
 import { parseServerOptions, serverHelp } from "../../lib/config/server-options.js";
 import { GatewayError } from "../../lib/errors.js";
+import { type HostedParts, startFleet } from "../../lib/fleet/start-fleet.js";
 import { ServerMetrics } from "../../lib/metrics/server-metrics.js";
 import { createLogger } from "../../lib/observability/logger.js";
 import { AUDIT_STDOUT, type AuditLog, openAuditLog } from "../../lib/server/audit/audit-log.js";
@@ -25,29 +26,38 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const log = createLogger({ name: "kgw-server", level: parsed.options.logLevel });
   let gateway: Gateway;
   let audit: AuditLog | undefined;
+  let hosted: HostedParts | undefined;
   try {
-    // The drop-in (one tenant) or tenants from a store: the policy is the only difference.
+    // The drop-in (one tenant) or tenants from a store: the policy is the only difference; a
+    // fleet adds its membership (lib/fleet/).
     const metrics = new ServerMetrics();
     const auditLog = parsed.options.auditLog;
     audit = auditLog ? await openAuditLog(auditLog, { log, metrics }) : undefined;
-    const policy = await openPolicy(parsed.options, log, metrics);
-    gateway = await Gateway.start(parsed.options, { log, policy, metrics, audit });
+    hosted = parsed.options.fleet ? await startFleet(parsed.options, { log, metrics }) : undefined;
+    const policy = await openPolicy(parsed.options, log, metrics, hosted?.client);
+    gateway = await Gateway.start(parsed.options, { log, policy, metrics, audit, fleet: hosted?.fleet });
   } catch (err) {
+    await hosted?.fleet.stop(0);
+    hosted?.client.destroy();
     await audit?.close();
     process.stderr.write(`kgw server: ${err instanceof GatewayError ? err.message : String(err)}\n`);
     return 1;
   }
+  const stopped = (code: number) => {
+    hosted?.client.destroy();
+    return code;
+  };
   return new Promise((resolve) => {
     let stopping = false;
     const onSignal = (signal: string) => {
       if (stopping) {
         log.warn({ signal }, "second signal: stopping now");
-        void gateway.close().then(() => resolve(1));
+        void gateway.close().then(() => resolve(stopped(1)));
         return;
       }
       stopping = true;
       log.info({ signal }, "signal received: graceful shutdown");
-      void gateway.shutdown().then(() => resolve(0));
+      void gateway.shutdown().then(() => resolve(stopped(0)));
     };
     process.on("SIGTERM", onSignal);
     process.on("SIGINT", onSignal);

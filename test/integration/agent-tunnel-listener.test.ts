@@ -195,7 +195,7 @@ describe("a slow or silent client", () => {
     const handler = createAgentTunnelHandler(
       {
         serverId: "s1",
-        serverCount: 1,
+        serverCount: () => 1,
         dialTimeoutMs: 1000,
         liveness: { probeIntervalMs: 0, answerTimeoutMs: 0, deadAfterMs: 0 },
         authenticate: staticAgentAuthenticator({ tokenHashes: [], acceptCertificates: false }),

@@ -17,6 +17,7 @@ import { parseAllDocuments } from "yaml";
 import { openFileTenantStore } from "../../lib/tenancy/file-store/file-tenant-store.js";
 import { authenticateToken } from "../../lib/tenancy/verify.js";
 import { waitFor } from "../helpers/agent.js";
+import { closedPort } from "../helpers/backends.js";
 import { startTenantGateway, type TestGateway } from "../helpers/gateway.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
 import { makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
@@ -62,13 +63,19 @@ function fetchUrl(url: string): Promise<Fetched> {
   });
 }
 
-/** Raw bytes over TLS (ALPN http/1.1) and everything the gateway answers until it closes. */
-function exchange(write: (s: TLSSocket) => void, timeoutMs = 10_000): Promise<string> {
-  const [host, port] = t.agent.split(":");
+/**
+ * Raw bytes over TLS (ALPN http/1.1) and everything the gateway answers until it closes; to the
+ * gateway port unless another port is given.
+ */
+function exchange(
+  write: (s: TLSSocket) => void,
+  timeoutMs = 10_000,
+  port = t.gw.addresses.agent.port,
+): Promise<string> {
   return new Promise((resolve, reject) => {
     const s = tlsConnect({
-      host,
-      port: Number(port),
+      host: "127.0.0.1",
+      port,
       ca,
       servername: "localhost",
       ALPNProtocols: ["http/1.1"],
@@ -127,6 +134,8 @@ beforeAll(async () => {
   t = await startTenantGateway(store.dir, [
     `--install-gateway-address=${INSTALL_ADDRESS}`,
     "--header-timeout=1s",
+    `--install-port=${await closedPort()}`,
+    "--install-bind-address=127.0.0.1",
   ]);
 });
 
@@ -317,5 +326,61 @@ describe("what is not a fetch of a link", () => {
     );
     expect(answer).toMatch(/^HTTP\/1\.1 401 /);
     expect(host && port).toBeTruthy();
+  });
+});
+
+describe("--install-port: the install route alone, behind a load balancer's TLS listener", () => {
+  const installUrl = (token: { url: string }) => {
+    const u = new URL(token.url);
+    u.port = String(t.gw.addresses.install!.port);
+    return u.toString();
+  };
+
+  it("serves a link over TLS without a client certificate, as kubectl fetches it", async () => {
+    const issued = await issue("acme");
+    const fetched = await fetchUrl(installUrl(issued.installToken));
+    expect(fetched.status).toBe(200);
+    expect(fetched.headers["content-type"]).toMatch(/^application\/yaml/);
+    expect(agentTokenOf(fetched.body)).toMatch(/^kgw_agent_acme_/);
+    // Spent: the same answers as on the gateway port.
+    expect((await fetchUrl(installUrl(issued.installToken))).status).toBe(410);
+  });
+
+  it("serves nothing else: CONNECT 405, other paths 404, bad heads 400/431/408", async () => {
+    const port = t.gw.addresses.install!.port;
+    const connect = await exchange(
+      (s) => s.write("CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: x\r\n\r\n"),
+      10_000,
+      port,
+    );
+    expect(connect).toMatch(/^HTTP\/1\.1 405 /);
+    expect(connect).toContain("Allow: GET");
+    const other = await exchange((s) => s.write("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), 10_000, port);
+    expect(other).toMatch(/^HTTP\/1\.1 404 /);
+    const garbage = await exchange((s) => s.write("\x16\x03\x01garbage\r\n\r\n"), 10_000, port);
+    expect(garbage).toMatch(/^HTTP\/1\.1 400 /);
+    const huge = await exchange((s) => s.write(`GET /${"a".repeat(20_000)} HTTP/1.1\r\n`), 10_000, port);
+    expect(huge).toMatch(/^HTTP\/1\.1 431 /);
+    const slow = await exchange((s) => s.write("GET /v1/inst"), 10_000, port);
+    expect(slow).toMatch(/^HTTP\/1\.1 408 /);
+  });
+
+  it("refuses gRPC: a client offering only h2 gets no protocol and no session", async () => {
+    const outcome = await new Promise<string>((resolve) => {
+      const s = tlsConnect({
+        host: "127.0.0.1",
+        port: t.gw.addresses.install!.port,
+        ca,
+        servername: "localhost",
+        ALPNProtocols: ["h2"],
+      });
+      sockets.push(s);
+      s.once("secureConnect", () => {
+        resolve(`connected with ${String(s.alpnProtocol)}`);
+        s.destroy();
+      });
+      s.once("error", (err) => resolve(`refused: ${err.message}`));
+    });
+    expect(outcome).toMatch(/^refused: .*no application protocol/i);
   });
 });

@@ -145,7 +145,7 @@ describe("kgw server options in tenant mode", () => {
   it("needs no frontend and no agent credentials of its own: the store has them", () => {
     const o = parse(tenantBase);
     expect(o.tenancy).toEqual({
-      storeDir: "/var/lib/kgw/tenants",
+      store: { kind: "dir", dir: "/var/lib/kgw/tenants" },
       caCert: "gateway-ca.pem",
       watchIntervalMs: 2000,
       udsTenant: null,
@@ -169,7 +169,7 @@ describe("kgw server options in tenant mode", () => {
       KGW_TENANT_STORE_DIR: "/srv/tenants",
       KGW_CA_CERT: "ca.pem",
     });
-    expect(o.tenancy?.storeDir).toBe("/srv/tenants");
+    expect(o.tenancy?.store).toEqual({ kind: "dir", dir: "/srv/tenants" });
     expect(o.tenancy?.caCert).toBe("ca.pem");
   });
 

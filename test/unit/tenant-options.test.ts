@@ -38,6 +38,7 @@ describe("kgw tenant options", () => {
       bundle: {
         caCert: "/etc/kgw/ca.pem",
         caKey: "/etc/kgw/ca-key.pem",
+        caSecret: null,
         serverCaBundle: "/etc/kgw/ca.pem",
         gateway: { host: "gw.example.com", port: 8132, url: "https://gw.example.com:8132" },
         outDir: "kgw-bundle-acme",
@@ -100,6 +101,7 @@ describe("kgw tenant options", () => {
       agentBundle: {
         caCert: "/etc/kgw/ca.pem",
         caKey: "/etc/kgw/ca-key.pem",
+        caSecret: null,
         serverCaBundle: "/etc/kgw/ca.pem",
         outDir: "kgw-agent-bundle-acme",
         mountDir: "/etc/kgw-agent",
@@ -285,5 +287,48 @@ describe("kgw tenant policy and quota", () => {
     expect(cmd(["create", "acme", "--bundle=false", "--allow-loopback"])).toMatchObject({
       egress: { allow: ["0.0.0.0/0", "::/0", "*"], allowLoopback: true, allowLinkLocal: false },
     });
+  });
+});
+
+describe("kgw tenant --ca-secret", () => {
+  const parse = (argv: string[], env: Record<string, string> = {}) => {
+    const parsed = parseTenantCommand(argv, { KGW_GATEWAY_ADDRESS: "gw.example.com:8132", ...env });
+    if (parsed.help) throw new Error("help");
+    return parsed.command;
+  };
+
+  it("takes the gateway CA from a secret instead of files, for create, bundle and rotate", () => {
+    const arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:KgwGatewayCa-AbC123";
+    const create = parse(["create", "acme", "--table=kgw-registry", `--ca-secret=${arn}`]);
+    expect(create).toMatchObject({
+      table: "kgw-registry",
+      bundle: { caSecret: arn, caCert: "", caKey: "", serverCaBundle: "" },
+    });
+    expect(
+      parse(["bundle", "acme", "--table=t01", "--ca-secret=kgw/ca", "--server-ca-bundle=/etc/ca.pem"]),
+    ).toMatchObject({
+      bundle: { caSecret: "kgw/ca", serverCaBundle: "/etc/ca.pem" },
+    });
+    expect(
+      parse(["rotate", "acme", "--table=t01", "--credential=agent-certificate"], { KGW_CA_SECRET: "kgw/ca" }),
+    ).toMatchObject({ agentBundle: { caSecret: "kgw/ca" } });
+  });
+
+  it("prefers the secret over CA files left in the environment, and refuses both on the command line", () => {
+    expect(
+      parse(["create", "acme", "--table=t01", "--ca-secret=kgw/ca"], {
+        KGW_CA_CERT: "/x.pem",
+        KGW_CA_KEY: "/y.pem",
+      }),
+    ).toMatchObject({ bundle: { caSecret: "kgw/ca", caCert: "" } });
+    expect(() => parse(["create", "acme", "--table=t01", "--ca-secret=kgw/ca", "--ca-cert=/x.pem"])).toThrow(
+      /name two CAs/,
+    );
+    expect(() => parse(["create", "acme", "--table=t01", "--ca-secret=not a name"])).toThrow(
+      /not a secret name or ARN/,
+    );
+    expect(() => parse(["list", "--table=t01", "--ca-secret=kgw/ca"])).toThrow(
+      /does not apply to kgw tenant list/,
+    );
   });
 });

@@ -10,7 +10,17 @@ import type { AgentSession } from "./agent-session.js";
 import type { AgentDirectory, DialContext } from "./dial-context.js";
 import type { AgentChooser } from "./proxy-strategies.js";
 
-export class BackendRegistry extends EventEmitter<{ changed: [tenant: string] }> implements AgentDirectory {
+/**
+ * "changed": a tenant's agents here changed (metrics); "added"/"removed": one agent stream came or
+ * went (the fleet's ownership rows, lib/fleet/fleet.ts).
+ */
+type RegistryEvents = {
+  changed: [tenant: string];
+  added: [session: AgentSession];
+  removed: [session: AgentSession];
+};
+
+export class BackendRegistry extends EventEmitter<RegistryEvents> implements AgentDirectory {
   private readonly byTenant = new Map<string, AgentSession[]>();
 
   constructor(private readonly choose: AgentChooser) {
@@ -23,6 +33,7 @@ export class BackendRegistry extends EventEmitter<{ changed: [tenant: string] }>
     list.push(session);
     this.byTenant.set(tenant, list);
     session.once("closed", () => this.remove(session));
+    this.emit("added", session);
     this.emit("changed", tenant);
   }
 
@@ -34,6 +45,7 @@ export class BackendRegistry extends EventEmitter<{ changed: [tenant: string] }>
     if (i === -1) return;
     list.splice(i, 1);
     if (list.length === 0) this.byTenant.delete(tenant);
+    this.emit("removed", session);
     this.emit("changed", tenant);
   }
 

@@ -31,7 +31,8 @@ export const AGENT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,252}$/;
 
 export interface AgentAdmissionDeps {
   serverId: string;
-  serverCount: number;
+  /** serverCount for the agent connecting now: a flag's value, or the fleet's (lib/fleet/). */
+  serverCount: () => number;
   dialTimeoutMs: number;
   liveness: LivenessTimes;
   authenticate: AgentAuthenticator;
@@ -94,7 +95,7 @@ export function admitAgent(deps: AgentAdmissionDeps, req: AgentStreamRequest): A
   const flow = req.creditRequired ? "credit" : negotiatedFlow(req.metadata(FLOW_CONTROL_HEADER));
   const headers: Record<string, string[]> = {
     [Header.serverId]: [deps.serverId],
-    [Header.serverCount]: [String(deps.serverCount)],
+    [Header.serverCount]: [String(deps.serverCount())],
   };
   if (flow === "credit") headers[FLOW_CONTROL_HEADER] = [CREDIT_FLOW_V1];
   // Our agents ask to be sent each dial's egress policy (judged again after name resolution).

@@ -29,7 +29,8 @@ const CONNECT_PATH = AGENT_SERVICE.connect!.path;
 export type AgentListenerDeps = Pick<
   AgentAdmissionDeps,
   "authenticate" | "hold" | "quotas" | "registry" | "accepting" | "log" | "metrics"
->;
+> &
+  Partial<Pick<AgentAdmissionDeps, "serverCount">>;
 
 export function buildAgentListener(
   set: ListenerSet,
@@ -42,7 +43,7 @@ export function buildAgentListener(
   const admission: AgentAdmissionDeps = {
     ...deps,
     serverId: opts.serverId,
-    serverCount: opts.serverCount,
+    serverCount: deps.serverCount ?? (() => opts.serverCount),
     dialTimeoutMs: opts.backendDialTimeoutMs,
     liveness: {
       probeIntervalMs: opts.agent.probeIntervalMs,

@@ -3,11 +3,14 @@
  * files), or tenants from a tenant store (--tenant-store-dir), whose watch keeps a snapshot of
  * every tenant in memory and is closed with the gateway.
  */
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { ServerOptions } from "../../config/server-options.js";
 import { ConfigError } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
+import { openDynamoTenantStore } from "../../tenancy/dynamo-store/dynamo-tenant-store.js";
 import { openFileTenantStore } from "../../tenancy/file-store/file-tenant-store.js";
+import type { TenantStore } from "../../tenancy/store.js";
 import { openInstallRoute } from "../install/open-install-route.js";
 import { type GatewayPolicy, singleTenantPolicy } from "./gateway-policy.js";
 import { tenantPolicy } from "./tenant-policy.js";
@@ -16,16 +19,24 @@ export async function openPolicy(
   opts: ServerOptions,
   log: Logger,
   metrics: ServerMetrics,
+  /** The DynamoDB client a fleet's tenant store uses (shared with the registry; not closed here). */
+  dynamo?: DynamoDBClient,
 ): Promise<GatewayPolicy> {
   const tenancy = opts.tenancy;
   if (!tenancy) return singleTenantPolicy(opts);
-  let store: Awaited<ReturnType<typeof openFileTenantStore>>;
+  // How the operator named the store, for every error about it.
+  const where =
+    tenancy.store.kind === "dir"
+      ? `--tenant-store-dir ${tenancy.store.dir}`
+      : `--registry-table ${tenancy.store.table}`;
+  let store: TenantStore;
   try {
-    store = await openFileTenantStore(tenancy.storeDir);
+    store =
+      tenancy.store.kind === "dir"
+        ? await openFileTenantStore(tenancy.store.dir)
+        : openDynamoTenantStore({ tableName: tenancy.store.table, ...(dynamo ? { client: dynamo } : {}) });
   } catch (err) {
-    throw new ConfigError(`--tenant-store-dir ${tenancy.storeDir}: ${(err as Error).message}`, {
-      cause: err,
-    });
+    throw new ConfigError(`${where}: ${(err as Error).message}`, { cause: err });
   }
   const watch = store.watch({ intervalMs: tenancy.watchIntervalMs });
   try {
@@ -34,12 +45,9 @@ export async function openPolicy(
   } catch (err) {
     watch.close();
     await store.close();
-    throw new ConfigError(
-      `--tenant-store-dir ${tenancy.storeDir}: cannot read the tenants: ${(err as Error).message}`,
-      {
-        cause: err,
-      },
-    );
+    throw new ConfigError(`${where}: cannot read the tenants: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
   let install: Awaited<ReturnType<typeof openInstallRoute>> | undefined;
   try {
@@ -58,7 +66,7 @@ export async function openPolicy(
     metrics,
   });
   log.info(
-    { storeDir: tenancy.storeDir, watchIntervalMs: tenancy.watchIntervalMs },
+    { store: where, watchIntervalMs: tenancy.watchIntervalMs },
     "serving the tenants of the tenant store",
   );
   return {

@@ -29,16 +29,24 @@ export function loadAgentBundleOptions(s: AgentBundleSettings, now: () => Date):
 }
 
 async function loadCertificateOptions(s: CertificateSettings, now: () => Date) {
-  const [certPem, keyPem, caBundlePem] = await Promise.all([
-    readPem(s.caCert, "--ca-cert"),
-    readPem(s.caKey, "--ca-key"),
-    readPem(s.serverCaBundle, "--server-ca-bundle"),
+  const [{ certPem, keyPem }, bundleFile] = await Promise.all([
+    s.caSecret === null
+      ? Promise.all([readPem(s.caCert, "--ca-cert"), readPem(s.caKey, "--ca-key")]).then(([c, k]) => ({
+          certPem: c,
+          keyPem: k,
+        }))
+      : readCaSecret(s.caSecret),
+    s.serverCaBundle === "" ? Promise.resolve(null) : readPem(s.serverCaBundle, "--server-ca-bundle"),
   ]);
+  // With --ca-secret and no --server-ca-bundle, the gateway is verified with the CA itself.
+  const caBundlePem = bundleFile ?? certPem;
   let ca: CertificateAuthority;
   try {
     ca = loadCa({ certPem, keyPem });
   } catch (err) {
-    throw new ConfigError(`--ca-cert/--ca-key: ${(err as Error).message}`);
+    throw new ConfigError(
+      `${s.caSecret === null ? "--ca-cert/--ca-key" : `--ca-secret ${s.caSecret}`}: ${(err as Error).message}`,
+    );
   }
   try {
     new X509Certificate(caBundlePem);
@@ -53,6 +61,15 @@ async function loadCertificateOptions(s: CertificateSettings, now: () => Date) {
     certValidityMs: s.certValidityMs,
     now,
   };
+}
+
+/**
+ * The gateway CA from Secrets Manager (lib/deploy/ca-secret.ts), with the operator's AWS
+ * credentials. Loaded on demand: only --ca-secret pulls in the AWS SDK.
+ */
+async function readCaSecret(secretId: string): Promise<{ certPem: string; keyPem: string }> {
+  const { readCaFromSecret, secretsManagerReader } = await import("../../deploy/ca-secret.js");
+  return readCaFromSecret(secretId, secretsManagerReader());
 }
 
 /** PEM files are small; a larger one is a wrong path (a disk image, a log). */

@@ -1,13 +1,15 @@
 /**
  * `kgw tenant …`: carries out one parsed command (lib/config/tenant-options.ts) against the file
- * store and prints the result. Secrets are printed exactly once, by the command that made them
- * (create, rotate, manifest); everything else prints the public view (render.ts).
+ * store (or, with --table, the DynamoDB store) and prints the result. Secrets are printed exactly
+ * once, by the command that made them (create, rotate, manifest); everything else prints the
+ * public view (render.ts).
  */
 import type { OutputFormat, TenantCommand } from "../../config/tenant-options.js";
 import { DEFAULT_EGRESS_POLICY } from "../../egress/egress-policy.js";
 import { ConfigError, GatewayError } from "../../errors.js";
 import { writeAgentBundle } from "../bundle/agent-bundle.js";
 import { type WrittenBundle, writeCallerBundle } from "../bundle/caller-bundle.js";
+import { openDynamoTenantStore } from "../dynamo-store/dynamo-tenant-store.js";
 import { TenantNotFoundError } from "../errors.js";
 import { openFileTenantStore } from "../file-store/file-tenant-store.js";
 import { issueInstallToken } from "../install/store-operations.js";
@@ -58,7 +60,9 @@ export async function runTenantCommand(command: TenantCommand, io: TenantCliIo):
   const now = io.now ?? (() => new Date());
   let store: TenantStore | undefined;
   try {
-    store = await openFileTenantStore(command.storeDir, { create: command.name === "create" });
+    store = command.table
+      ? openDynamoTenantStore({ tableName: command.table })
+      : await openFileTenantStore(command.storeDir, { create: command.name === "create" });
     return await execute(command, store, { ...io, now });
   } catch (err) {
     if (!(err instanceof GatewayError)) throw err;

@@ -1,0 +1,31 @@
+/**
+ * Routing's durations, each with its reason. The registry's own (heartbeats, leases, sweeps) are
+ * in lib/registry/durations.ts.
+ */
+
+/**
+ * Owners read this recently are used as they are; a dial that finds them older starts a re-read
+ * in the background and goes on with what it has. Bounds how long a moved agent is looked for
+ * in the wrong place (a "not here" answer also re-reads at once), and how often a tenant being
+ * dialed costs a read: once per this interval per instance, however many dials.
+ */
+export const ROUTE_FRESH_MS = 5_000;
+
+/**
+ * "No agent anywhere" is trusted this long; after that, a dial waits for a re-read rather than
+ * failing on old news (an agent that connected a moment ago elsewhere). At most one read a
+ * second per agentless tenant per instance, however hard its kube-apiserver dials.
+ */
+export const ROUTE_NEGATIVE_FRESH_MS = 1_000;
+
+/** A tenant not dialed here for this long is forgotten (and no longer re-read). */
+export const ROUTE_IDLE_MS = 60_000;
+
+/** How long a dial may wait for the registry before it fails as "no agent" (503). */
+export const ROUTE_READ_TIMEOUT_MS = 3_000;
+
+/**
+ * Instances an agent is asked to hold streams to (serverCount), capped by the instances alive:
+ * with two, a tenant survives losing either instance with no failed dial but those in flight.
+ */
+export const DEFAULT_AGENT_REDUNDANCY = 2;

@@ -1,0 +1,231 @@
+/**
+ * This instance as a member of a fleet: its lease, the ownership rows of the agents connected
+ * here, the sweeper of dead instances' rows, its view of the other instances, and the routing
+ * of dials to them over peer links. The gateway sees four things (services/server/main.ts wires
+ * them): a directory for its dials, the serverCount to tell agents, readiness, and drain.
+ *
+ * Nothing here blocks a dial or an agent on the registry, and nothing drops a live tunnel
+ * because the registry is unreachable: writes queue (OwnershipWriter), reads keep the last view
+ * (InstanceView, OwnerCache), and the degraded state shows in metrics and /readyz?verbose.
+ */
+import type { FleetMetrics } from "../metrics/fleet-metrics.js";
+import type { Logger } from "../observability/logger.js";
+import type { FleetRegistry } from "../registry/fleet-registry.js";
+import { LeaseKeeper } from "../registry/lease-keeper.js";
+import type { OwnerRow } from "../registry/model.js";
+import { OwnershipWriter } from "../registry/ownership-writer.js";
+import { Sweeper } from "../registry/sweeper.js";
+import type { AgentSession } from "../server/core/agent-session.js";
+import type { BackendRegistry } from "../server/core/backend-registry.js";
+import type { AgentDirectory } from "../server/core/dial-context.js";
+import { FleetDirectory } from "./fleet-directory.js";
+import { ROUTE_READ_TIMEOUT_MS } from "./fleet-durations.js";
+import { InstanceView } from "./instance-view.js";
+import { OwnerCache } from "./owner-cache.js";
+import { PeerLinks, type PeerTlsMaterial } from "./peer/peer-links.js";
+
+export interface FleetOptions {
+  registry: FleetRegistry;
+  instanceId: string;
+  /** host:port the other instances dial for peer links (this instance's --peer-port). */
+  peerAddress: string;
+  heartbeatMs: number;
+  leaseMs: number;
+  /** Instances each agent should hold streams to (serverCount), capped by the instances alive. */
+  agentRedundancy: number;
+  peerTls: PeerTlsMaterial;
+  log: Logger;
+  metrics: FleetMetrics;
+  clock?: () => number;
+}
+
+/** What /readyz?verbose shows of the fleet. */
+export interface FleetState {
+  readonly instanceId: string;
+  readonly leaseHeld: boolean;
+  readonly draining: boolean;
+  readonly liveInstances: number;
+  readonly registry: {
+    readonly lastError: string | null;
+    readonly consecutiveFailures: number;
+    readonly pendingClaims: number;
+    readonly pendingReleases: number;
+  };
+}
+
+export class Fleet {
+  private readonly keeper: LeaseKeeper;
+  private readonly writer: OwnershipWriter;
+  private readonly sweeper: Sweeper;
+  readonly instances: InstanceView;
+  readonly owners: OwnerCache;
+  readonly links: PeerLinks;
+  private readonly rows = new Map<AgentSession, OwnerRow>();
+  private readonly log: Logger;
+  private draining = false;
+  private stopping: Promise<void> | undefined;
+
+  private constructor(private readonly opts: FleetOptions) {
+    const { registry, instanceId, metrics } = opts;
+    const clock = opts.clock ?? Date.now;
+    this.log = opts.log.child({ component: "fleet" });
+    this.keeper = new LeaseKeeper({
+      registry,
+      instanceId,
+      peerAddress: opts.peerAddress,
+      heartbeatMs: opts.heartbeatMs,
+      leaseMs: opts.leaseMs,
+      agents: () => this.rows.size,
+      clock,
+    });
+    this.writer = new OwnershipWriter({
+      registry,
+      instanceId,
+      incarnation: this.keeper.state().incarnation,
+      clock,
+    });
+    this.sweeper = new Sweeper({ registry, instanceId, intervalMs: opts.leaseMs, clock });
+    this.instances = new InstanceView({
+      registry,
+      refreshMs: opts.heartbeatMs,
+      log: this.log,
+      clock,
+      failed: () => metrics.registryErrors.inc({ call: "listInstances" }),
+    });
+    this.owners = new OwnerCache({
+      registry,
+      instances: this.instances,
+      selfId: instanceId,
+      clock,
+      read: (why) => metrics.routeReads.inc({ reason: why }),
+      failed: () => metrics.registryErrors.inc({ call: "ownersOf" }),
+    });
+    this.links = new PeerLinks({ instanceId, tls: opts.peerTls, log: opts.log, metrics: metrics.server });
+
+    // A heartbeat after an outage longer than the lease: the sweeper may have removed our rows.
+    this.keeper.on("acquired", () => this.writer.resync());
+    this.keeper.on("failure", (err) => {
+      metrics.registryErrors.inc({ call: "heartbeat" });
+      this.log.warn({ err: err.message }, "lease heartbeat failed; serving on what is known");
+    });
+    this.keeper.on("lost", (err) => {
+      // Another process took over our id: it owns our rows now. Stop claiming, keep serving
+      // what is open; the operator must look (two processes with one --server-id).
+      this.log.error({ err: err.message }, "lease lost to a newer incarnation of this instance id");
+    });
+    this.writer.on("failure", () => metrics.registryErrors.inc({ call: "ownership" }));
+    metrics.onCollect(() => {
+      const s = this.state();
+      metrics.leaseHeld.set(s.leaseHeld ? 1 : 0);
+      metrics.liveInstances.set(s.liveInstances);
+      metrics.pendingWrites.set(s.registry.pendingClaims + s.registry.pendingReleases);
+      metrics.cachedTenants.set(this.owners.size);
+    });
+  }
+
+  /** Joins the fleet: reads the other instances, takes the lease, starts the background work. */
+  static async start(opts: FleetOptions): Promise<Fleet> {
+    const fleet = new Fleet(opts);
+    await fleet.instances.start();
+    fleet.keeper.start();
+    fleet.writer.start();
+    fleet.sweeper.start();
+    return fleet;
+  }
+
+  /**
+   * The directory the gateway dials through, given its local registry; also keeps the ownership
+   * rows of the agents connected there.
+   */
+  directory(local: BackendRegistry): AgentDirectory {
+    local.on("added", (session) => this.agentAdded(session));
+    local.on("removed", (session) => this.agentRemoved(session, local));
+    return new FleetDirectory(local, {
+      owners: this.owners,
+      instances: this.instances,
+      links: this.links,
+      readTimeoutMs: ROUTE_READ_TIMEOUT_MS,
+    });
+  }
+
+  /** serverCount for a connecting agent: the redundancy asked for, but no more than are alive. */
+  serverCount(): number {
+    return Math.max(1, Math.min(this.opts.agentRedundancy, this.instances.liveCount()));
+  }
+
+  /** Hosted readiness: this instance holds its lease (agents or not) and is not draining. */
+  ready(): boolean {
+    return !this.draining && this.keeper.held();
+  }
+
+  state(): FleetState {
+    const lease = this.keeper.state();
+    const writer = this.writer.state();
+    return {
+      instanceId: this.opts.instanceId,
+      leaseHeld: lease.held,
+      draining: this.draining,
+      liveInstances: this.instances.liveCount(),
+      registry: {
+        lastError: (lease.lastError ?? writer.lastError)?.message ?? null,
+        consecutiveFailures: Math.max(lease.consecutiveFailures, writer.consecutiveFailures),
+        pendingClaims: writer.pendingClaims,
+        pendingReleases: writer.pendingReleases,
+      },
+    };
+  }
+
+  /**
+   * SIGTERM's first step: the lease says draining, so every other instance routes elsewhere as
+   * soon as it re-reads the leases (a heartbeat interval). Never throws: a registry outage must
+   * not hold up the shutdown.
+   */
+  async drain(): Promise<void> {
+    this.draining = true;
+    await this.keeper.setDraining().catch((err: Error) => {
+      this.log.warn({ err: err.message }, "could not mark this instance draining in the registry");
+    });
+  }
+
+  /**
+   * Leaves the fleet: the agents' rows are released (within `flushMs`), the lease is released,
+   * peer links closed (tunnels still on them break).
+   */
+  stop(flushMs: number): Promise<void> {
+    this.stopping ??= this.leave(flushMs);
+    return this.stopping;
+  }
+
+  private async leave(flushMs: number): Promise<void> {
+    await this.writer.flush(flushMs).catch(() => false);
+    this.writer.close();
+    await this.sweeper.stop();
+    this.instances.stop();
+    await this.keeper.stop().catch((err: Error) => {
+      this.log.warn({ err: err.message }, "could not release the lease; it expires on its own");
+    });
+    await this.links.close();
+    await this.opts.registry.close();
+  }
+
+  private agentAdded(session: AgentSession): void {
+    const { tenant, agentId } = session.info;
+    this.rows.set(session, this.writer.claimed(tenant, agentId));
+  }
+
+  private agentRemoved(session: AgentSession, local: BackendRegistry): void {
+    const row = this.rows.get(session);
+    if (!row) return;
+    this.rows.delete(session);
+    this.writer.released(row);
+    // The same agent may hold an older stream here still (it reconnected before that one
+    // ended): the row released was the newer stream's, so claim it again for the one left. (An
+    // older stream's release is fenced by the writer and leaves the newer row alone.)
+    const { tenant, agentId } = session.info;
+    const other = local.agents(tenant).find((s) => s !== session && s.info.agentId === agentId);
+    const otherRow = other && this.rows.get(other);
+    if (other && otherRow && otherRow.session < row.session) {
+      this.rows.set(other, this.writer.claimed(tenant, agentId));
+    }
+  }
+}

@@ -1,0 +1,129 @@
+/**
+ * The peer port (--peer-port): where other instances of the fleet forward dials for tenants
+ * whose agents are connected here. TLS 1.2+ with client certificates required (the peer CA)
+ * and ALPN h2, then ProxyService.Proxy on our gRPC server, one dial per call (peer-session.ts),
+ * with the caller's context in the call's metadata (peer-context.ts).
+ *
+ * A connection whose certificate chains to the peer CA but is not a fleet peer's (no
+ * kgw://fleet/peer URI SAN: a tenant's certificate from a CA shared with the tenants) is not
+ * dropped silently: each of its calls is refused with UNAUTHENTICATED, saying why, and the
+ * connection is closed (GOAWAY). Calls with missing or malformed context are refused with
+ * INVALID_ARGUMENT. Either way nothing is dialed, and other peers' connections are untouched.
+ *
+ * The dialer given here is the gateway's local one: this instance's policy, quotas and audit,
+ * and only its own agents, so a forwarded dial is never forwarded again.
+ */
+
+import type { Http2Session } from "node:http2";
+import type { AddressInfo } from "node:net";
+import type { Duplex } from "node:stream";
+import { createServer as createTlsServer, TLSSocket } from "node:tls";
+import type { ServerOptions } from "../../config/server-options.js";
+import { GrpcCode } from "../../errors.js";
+import type { ServerMetrics } from "../../metrics/server-metrics.js";
+import type { Logger } from "../../observability/logger.js";
+import { bindDialer, type Dialer } from "../../server/core/dial-context.js";
+import type { ListenerSet } from "../../server/listeners/listener-set.js";
+import { MAX_MESSAGE_BYTES } from "../../server/timeouts.js";
+import type { GrpcMethodHandler } from "../../transport/grpc-server.js";
+import { listenTcp } from "../../transport/listen.js";
+import { serverTlsSettings } from "../../transport/tls-files.js";
+import { PEER_PROXY_PATH, parsePeerContext } from "./peer-context.js";
+import { PEER_IDENTITY_URI, peerCertificateProblem } from "./peer-identity.js";
+import { PeerServeSession } from "./peer-session.js";
+import { PEER_KEEPALIVE_MS, PEER_KEEPALIVE_TIMEOUT_MS } from "./peer-timeouts.js";
+
+export interface PeerListenerDeps {
+  /** The gateway's local-only dialer (no forwarding). */
+  dialer: Dialer;
+  log: Logger;
+  metrics: ServerMetrics;
+}
+
+/** Builds the peer listener on `set` and listens; resolves with its address. */
+export async function buildPeerListener(
+  set: ListenerSet,
+  opts: ServerOptions,
+  deps: PeerListenerDeps,
+): Promise<AddressInfo> {
+  const peer = opts.peer;
+  if (!peer) throw new Error("buildPeerListener without --peer-port");
+  const { metrics } = deps;
+  const log = deps.log.child({ component: "peer-listener" });
+  const watch = set.peerWatch("peer", PEER_KEEPALIVE_TIMEOUT_MS);
+  /** Each connection's verdict on its certificate, read once (null: a fleet peer). */
+  const verdicts = new WeakMap<Duplex, string | null>();
+  const sessions = new WeakMap<Duplex, Http2Session>();
+  const verdictOf = (transport: Duplex): string | null => {
+    let v = verdicts.get(transport);
+    if (v === undefined) {
+      v =
+        transport instanceof TLSSocket && transport.authorized
+          ? peerCertificateProblem(transport.getPeerCertificate())
+          : "no verified client certificate";
+      verdicts.set(transport, v);
+    }
+    return v;
+  };
+
+  const proxy: GrpcMethodHandler = (request) => {
+    const problem = verdictOf(request.transport);
+    if (problem !== null) {
+      metrics.rejectedConnections.inc({ listener: "peer", reason: "not_a_peer" });
+      log.warn({ reason: problem }, "refused a peer call: not a fleet peer certificate");
+      request.refuse(
+        GrpcCode.UNAUTHENTICATED,
+        `not a fleet peer (a peer certificate carries the URI SAN ${PEER_IDENTITY_URI}): ${problem}`,
+      );
+      // GOAWAY: the refusal goes out, then the connection closes.
+      sessions.get(request.transport)?.close();
+      return;
+    }
+    const ctx = parsePeerContext(request.headers);
+    if ("problem" in ctx) {
+      metrics.peerDialsServed.inc({ outcome: "invalid" });
+      log.warn({ reason: ctx.problem }, "refused a peer call: bad context metadata");
+      request.refuse(GrpcCode.INVALID_ARGUMENT, `peer context: ${ctx.problem}`);
+      return;
+    }
+    const call = request.accept();
+    new PeerServeSession(
+      call,
+      bindDialer(deps.dialer, { caller: ctx.caller, frontend: ctx.frontend }),
+      (outcome) => metrics.peerDialsServed.inc({ outcome }),
+      log,
+    );
+  };
+
+  const grpc = set.grpcServer({
+    methods: { [PEER_PROXY_PATH]: proxy },
+    maxMessageBytes: MAX_MESSAGE_BYTES,
+    keepaliveMs: PEER_KEEPALIVE_MS,
+    keepaliveTimeoutMs: PEER_KEEPALIVE_TIMEOUT_MS,
+    // A peer opens its link for a dial; one that opens none is closed as promptly as a handshake.
+    firstCallTimeoutMs: opts.handshakes.timeoutMs,
+    onSession: (session, transport) => {
+      sessions.set(transport, session);
+      watch.watch(session, transport);
+      metrics.peerConnections.inc({ role: "server" });
+      session.once("close", () => metrics.peerConnections.dec({ role: "server" }));
+    },
+    log: log.child({ transport: "grpc" }),
+  });
+  const server = createTlsServer({
+    ...serverTlsSettings(peer.tls, opts.tlsMinVersion, true, "peer"),
+    ALPNProtocols: ["h2"],
+    handshakeTimeout: opts.handshakes.timeoutMs,
+  });
+  server.on("secureConnection", (socket: TLSSocket) => {
+    if (socket.alpnProtocol !== "h2") {
+      // Only gRPC is served here; a client that negotiated nothing gets nothing.
+      metrics.rejectedConnections.inc({ listener: "peer", reason: "alpn" });
+      socket.destroy();
+      return;
+    }
+    grpc.accept(socket);
+  });
+  set.trackTls(server, "peer", opts.handshakes);
+  return listenTcp(server, peer.port, peer.host);
+}

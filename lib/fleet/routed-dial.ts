@@ -1,0 +1,159 @@
+/**
+ * One dial that this instance's agents cannot serve, on its way to an instance that can: the
+ * owners come from the cache (or a read on a miss), then the dial goes over a peer link to one
+ * of them. Before the owner answers, a failure is routing's to handle, never the caller's:
+ *
+ * - "not here" (the owner lost the tenant's agents since we read): re-read the owners once and
+ *   try again, never that instance;
+ * - the peer unavailable (link down, draining, marked failing): try the next owner, and when
+ *   none is left, re-read once;
+ * - anything else (the agent refused, timed out) is the dial's answer, as on one instance.
+ *
+ * When no owner is left the caller gets what a single instance says with no agent (503).
+ * Cancelling at any point cancels what is in flight and nothing more is said to the caller.
+ */
+import { type GatewayError, NoAgentError, PeerNotHereError, PeerUnavailableError } from "../errors.js";
+import type { AgentDirectory, DialContext } from "../server/core/dial-context.js";
+import type { DialHandle, DialRequest, FrontendEnd } from "../tunnel/endpoints.js";
+import type { InstanceView } from "./instance-view.js";
+import type { OwnerCache, RouteRead } from "./owner-cache.js";
+import type { PeerLinks } from "./peer/peer-links.js";
+
+export interface RoutingDeps {
+  /** This instance's agents: answers "no agent" the way a single instance does. */
+  local: AgentDirectory;
+  owners: Pick<OwnerCache, "peek" | "read">;
+  instances: Pick<InstanceView, "peer">;
+  links: Pick<PeerLinks, "dial" | "isHealthy">;
+  readTimeoutMs: number;
+  /** Uniform in [0, 1): which owner first (spreads a tenant's dials over its owners). */
+  random?: () => number;
+}
+
+export class RoutedDial implements DialHandle {
+  private inner: DialHandle | null = null;
+  private cancelled = false;
+  private reread = false;
+  private readonly tried = new Set<string>();
+
+  constructor(
+    private readonly deps: RoutingDeps,
+    private readonly ctx: DialContext,
+    private readonly req: DialRequest,
+    private readonly frontend: FrontendEnd,
+  ) {}
+
+  /** Starts routing; throws (as a directory's dial does) when it fails before any I/O. */
+  start(): DialHandle {
+    const known = this.deps.owners.peek(this.ctx.caller.tenant);
+    if (known === undefined) this.readThenForward("miss");
+    else this.forward(known, true);
+    return this;
+  }
+
+  cancel(): void {
+    if (this.cancelled) return;
+    this.cancelled = true;
+    this.inner?.cancel();
+  }
+
+  /** Dials the first untried owner that takes it; none left: re-read once, then "no agent". */
+  private forward(owners: readonly string[], sync = false): void {
+    const random = this.deps.random ?? Math.random;
+    const candidates = owners.filter((id) => !this.tried.has(id));
+    // Owners whose link is known to be failing last: one of them may have come back meanwhile.
+    const peers = candidates
+      .map((id) => this.deps.instances.peer(id))
+      .filter((p) => p !== undefined)
+      .sort((a, b) => Number(this.deps.links.isHealthy(b)) - Number(this.deps.links.isHealthy(a)));
+    if (peers.length > 1) {
+      const healthy = peers.filter((p) => this.deps.links.isHealthy(p)).length || peers.length;
+      const first = Math.floor(random() * healthy);
+      [peers[0], peers[first]] = [peers[first]!, peers[0]!];
+    }
+    for (const peer of peers) {
+      this.tried.add(peer.id);
+      try {
+        this.inner = this.deps.links.dial(peer, this.ctx, this.req, this.answer());
+        return;
+      } catch (err) {
+        if (!(err instanceof PeerUnavailableError)) {
+          this.fail(err as GatewayError, sync);
+          return;
+        }
+      }
+    }
+    if (!this.reread && owners.length > 0) {
+      this.readThenForward("not_here");
+      return;
+    }
+    this.noAgent(sync);
+  }
+
+  private readThenForward(why: RouteRead): void {
+    this.reread = true;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(new NoAgentError(`the fleet registry did not answer within ${this.deps.readTimeoutMs}ms`)),
+        this.deps.readTimeoutMs,
+      );
+    });
+    Promise.race([this.deps.owners.read(this.ctx.caller.tenant, why), timeout])
+      .then(
+        (owners) => {
+          if (!this.cancelled) this.forward(owners);
+        },
+        (err: Error) => {
+          if (this.cancelled) return;
+          this.fail(
+            err instanceof NoAgentError
+              ? err
+              : new NoAgentError(`cannot find the tenant's agents: ${err.message}`),
+            false,
+          );
+        },
+      )
+      .finally(() => clearTimeout(timer));
+  }
+
+  /** The caller's end, seen through routing until the owner has answered. */
+  private answer(): FrontendEnd {
+    const f = this.frontend;
+    return {
+      established: (link) => f.established(link),
+      dialFailed: (err) => {
+        if (this.cancelled) return;
+        if (err instanceof PeerNotHereError && !this.reread) this.readThenForward("not_here");
+        else if (err instanceof PeerNotHereError || err instanceof PeerUnavailableError)
+          this.forwardAfterMiss();
+        else f.dialFailed(err);
+      },
+      deliver: (data, flushed) => f.deliver(data, flushed),
+      onceWritable: (cb) => f.onceWritable(cb),
+      closed: (err) => f.closed(err),
+    };
+  }
+
+  /** Another owner from what is known now (the cache), or "no agent". */
+  private forwardAfterMiss(): void {
+    this.forward(this.deps.owners.peek(this.ctx.caller.tenant) ?? [], false);
+  }
+
+  /** What one instance says with no agent of the tenant: the local directory's own error. */
+  private noAgent(sync: boolean): void {
+    try {
+      // Throws NoAgentError with the single instance's words; in a race it may even find a
+      // local agent that connected since, and then that is the answer.
+      this.inner = this.deps.local.dial(this.ctx, this.req, this.frontend);
+    } catch (err) {
+      this.fail(err as GatewayError, sync);
+    }
+  }
+
+  private fail(err: GatewayError, sync: boolean): void {
+    if (sync) throw err;
+    this.frontend.dialFailed(err);
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * `kgw pki …`: carries out one parsed command (pki-options.ts) with lib/pki and writes the PEM
+ * files and the secret's JSON (lib/deploy/secret-layout.ts) with files.ts's atomic writes: keys
+ * and every file that holds one are 0600, in a directory created 0700.
+ */
+import { readFile } from "node:fs/promises";
+import { caSecretJson, tlsSecretJson } from "../../deploy/secret-layout.js";
+import { ConfigError, GatewayError } from "../../errors.js";
+import { PEER_IDENTITY_URI } from "../../fleet/peer/peer-identity.js";
+import { type CertificateAuthority, createCa, loadCa } from "../ca.js";
+import { writePemFiles } from "../files.js";
+import type { PkiCommand, SigningCa } from "./pki-options.js";
+
+export interface PkiCliIo {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+/** Exit codes: 0 done, 1 failed (a file could not be written), 2 bad usage or input. */
+export async function runPkiCommand(command: PkiCommand, io: PkiCliIo): Promise<number> {
+  try {
+    const written = await execute(command);
+    io.out(`${written.map((p) => `wrote ${p}`).join("\n")}\n`);
+    return 0;
+  } catch (err) {
+    if (err instanceof GatewayError) {
+      io.err(`kgw pki ${command.name}: ${err.message}\n`);
+      return 2;
+    }
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code) {
+      io.err(`kgw pki ${command.name}: ${(err as Error).message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+}
+
+async function execute(command: PkiCommand): Promise<string[]> {
+  switch (command.name) {
+    case "ca": {
+      const ca = await createCa({ commonName: command.commonName, validityDays: command.validityDays });
+      const files = await writePemFiles(command.outDir, {
+        "ca.pem": ca.certPem,
+        "ca-key.pem": ca.keyPem,
+        // Holds the key: written 0600 (files.ts recognises the PEM inside).
+        "ca-secret.json": caSecretJson({ certificate: ca.certPem, privateKey: ca.keyPem }),
+      });
+      return Object.values(files);
+    }
+    case "serving": {
+      const ca = await loadSigningCa(command);
+      const leaf = await ca.issue({
+        commonName: command.commonName,
+        dnsNames: command.dnsNames,
+        ipAddresses: command.ipAddresses,
+        usage: "server",
+        validityDays: command.validityDays,
+      });
+      const files = await writePemFiles(command.outDir, {
+        "tls.pem": leaf.certPem,
+        "tls-key.pem": leaf.keyPem,
+        "tls-secret.json": tlsSecretJson({
+          certificate: leaf.certPem,
+          privateKey: leaf.keyPem,
+          caCertificate: ca.certPem,
+        }),
+      });
+      return Object.values(files);
+    }
+    case "peer": {
+      const ca = await loadSigningCa(command);
+      // Client and server: each end of a peer link presents it. No host name: tasks come and go
+      // at addresses the registry hands out, and both ends check the URI (lib/fleet/peer).
+      const leaf = await ca.issue({
+        commonName: "kgw fleet peer",
+        uris: [PEER_IDENTITY_URI],
+        usage: "both",
+        validityDays: command.validityDays,
+      });
+      const files = await writePemFiles(command.outDir, {
+        "peer.pem": leaf.certPem,
+        "peer-key.pem": leaf.keyPem,
+        "tls-secret.json": tlsSecretJson({
+          certificate: leaf.certPem,
+          privateKey: leaf.keyPem,
+          caCertificate: ca.certPem,
+        }),
+      });
+      return Object.values(files);
+    }
+  }
+}
+
+async function loadSigningCa(s: SigningCa): Promise<CertificateAuthority> {
+  const read = async (file: string, flag: string) => {
+    try {
+      return await readFile(file, "utf8");
+    } catch (err) {
+      throw new ConfigError(`${flag}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? err}`);
+    }
+  };
+  const [certPem, keyPem] = await Promise.all([read(s.caCert, "--ca-cert"), read(s.caKey, "--ca-key")]);
+  try {
+    return loadCa({ certPem, keyPem });
+  } catch (err) {
+    throw new ConfigError(`--ca-cert/--ca-key: ${(err as Error).message}`);
+  }
+}

@@ -1,0 +1,301 @@
+/**
+ * The keepers the server runs on top of a registry: LeaseKeeper, OwnershipWriter and Sweeper,
+ * against the embedded registry behind a switch that can make it unreachable. Lease expiry is
+ * judged by an injected clock; everything else is polled, never slept on.
+ * registry-dynamo.test.ts runs the outage scenario again against dynalite.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { LEASE_SAFETY_MARGIN_MS } from "../../lib/registry/durations.js";
+import { RegistryUnavailableError } from "../../lib/registry/errors.js";
+import type { FleetRegistry } from "../../lib/registry/fleet-registry.js";
+import { LeaseKeeper } from "../../lib/registry/lease-keeper.js";
+import { MemoryRegistry } from "../../lib/registry/memory-registry.js";
+import { OwnershipWriter } from "../../lib/registry/ownership-writer.js";
+import { Sweeper } from "../../lib/registry/sweeper.js";
+import { lease, row, T0 } from "./registry.contract.js";
+
+/** A registry that can be switched off, and counts the calls that reached it. */
+function switchable(inner: FleetRegistry) {
+  const calls: string[] = [];
+  let down = false;
+  const registry = new Proxy(inner, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver);
+      if (typeof value !== "function" || prop === "close") return value;
+      return async (...args: unknown[]) => {
+        if (down) throw new RegistryUnavailableError(`${String(prop)}: connect ECONNREFUSED (switched off)`);
+        calls.push(String(prop));
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return {
+    registry,
+    calls,
+    setDown(v: boolean) {
+      down = v;
+    },
+  };
+}
+
+async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const start = Date.now();
+  while (!(await condition())) {
+    if (Date.now() - start > timeoutMs) throw new Error(`condition not met within ${timeoutMs}ms`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+describe("LeaseKeeper", () => {
+  let now = T0;
+  const clock = () => now;
+
+  function keeper(registry: FleetRegistry, over: Partial<ConstructorParameters<typeof LeaseKeeper>[0]> = {}) {
+    const k = new LeaseKeeper({
+      registry,
+      instanceId: "i1",
+      peerAddress: "10.0.0.1:8135",
+      incarnation: 100,
+      heartbeatMs: 20,
+      leaseMs: 3_000,
+      clock,
+      ...over,
+    });
+    cleanups.push(() => k.stop());
+    return k;
+  }
+
+  afterEach(() => {
+    now = T0;
+  });
+
+  it("refuses a lease shorter than three heartbeats", () => {
+    const registry = new MemoryRegistry();
+    expect(() => keeper(registry, { heartbeatMs: 1_000, leaseMs: 2_999 })).toThrow(/three|3 heartbeats/);
+  });
+
+  it("holds its lease from the first heartbeat and renews it, one write per interval", async () => {
+    const { registry, calls } = switchable(new MemoryRegistry({ clock }));
+    const k = keeper(registry, { agents: () => 42 });
+    let acquired = 0;
+    k.on("acquired", () => acquired++);
+    expect(k.held()).toBe(false);
+    k.start();
+    await until(() => k.held());
+    const [l] = (await registry.listInstances()).items;
+    expect(l).toMatchObject({
+      instanceId: "i1",
+      incarnation: 100,
+      agents: 42,
+      draining: false,
+      expiresAt: T0 + 3_000,
+    });
+    expect(k.state()).toMatchObject({
+      held: true,
+      heldUntil: T0 + 3_000 - LEASE_SAFETY_MARGIN_MS,
+      consecutiveFailures: 0,
+    });
+    await until(() => calls.filter((c) => c === "heartbeat").length >= 5);
+    expect(acquired).toBe(1);
+  });
+
+  it("stops counting itself the holder before readers would, keeps trying while down, and recovers", async () => {
+    const sw = switchable(new MemoryRegistry({ clock }));
+    const k = keeper(sw.registry);
+    const acquired: number[] = [];
+    k.on("acquired", () => acquired.push(now));
+    k.start();
+    await until(() => k.held());
+    sw.setDown(true);
+    await until(() => k.state().consecutiveFailures >= 3);
+    const degraded = k.state();
+    expect(degraded.lastError).toMatchObject({ code: "ERR_STORE_UNAVAILABLE" });
+    expect(degraded.failingSince).toBe(T0);
+    // Still within the lease it last wrote: held, minus the safety margin.
+    now = T0 + 3_000 - LEASE_SAFETY_MARGIN_MS - 1;
+    expect(k.held()).toBe(true);
+    now += 1;
+    expect(k.held()).toBe(false);
+    sw.setDown(false);
+    await until(() => k.held());
+    expect(k.state()).toMatchObject({ consecutiveFailures: 0, failingSince: null, lastError: null });
+    // Regained after losing it: "acquired" again, so the ownership writer re-claims its rows.
+    expect(acquired).toEqual([T0, now]);
+  });
+
+  it("writes draining at once, and ends the lease on stop", async () => {
+    const registry = new MemoryRegistry({ clock });
+    const k = keeper(registry, { heartbeatMs: 60_000, leaseMs: 180_000 });
+    k.start();
+    await until(() => k.held());
+    await k.setDraining();
+    expect((await registry.listInstances()).items[0]).toMatchObject({ draining: true });
+    now += 5;
+    await k.stop();
+    expect((await registry.listInstances()).items[0]).toMatchObject({ draining: true, expiresAt: T0 + 5 });
+    expect(k.held()).toBe(false);
+  });
+
+  it("reports 'lost' once and stops when a newer incarnation of its id takes the lease", async () => {
+    const { registry, calls } = switchable(new MemoryRegistry({ clock }));
+    const k = keeper(registry);
+    const lost: Error[] = [];
+    k.on("lost", (e) => lost.push(e));
+    k.start();
+    await until(() => k.held());
+    await registry.heartbeat(lease("i1", { incarnation: 200, heartbeatAt: T0 }));
+    await until(() => lost.length === 1);
+    expect(lost[0]).toMatchObject({ name: "LeaseLostError", code: "ERR_CONFLICT" });
+    expect(k.state()).toMatchObject({ lost: true, held: false });
+    const beats = calls.length;
+    await new Promise((r) => setTimeout(r, 100));
+    expect(calls.length).toBe(beats);
+    // Its stop does not end the newer incarnation's lease.
+    await k.stop();
+    expect((await registry.listInstances()).items[0]).toMatchObject({ incarnation: 200, draining: false });
+  });
+});
+
+describe("OwnershipWriter", () => {
+  function writer(
+    registry: FleetRegistry,
+    over: Partial<ConstructorParameters<typeof OwnershipWriter>[0]> = {},
+  ) {
+    const w = new OwnershipWriter({ registry, instanceId: "i1", incarnation: 100, clock: () => T0, ...over });
+    cleanups.push(() => w.close());
+    return w;
+  }
+  const agentsIn = async (registry: FleetRegistry, tenant: string) =>
+    (await registry.ownersOf(tenant)).items.map((r) => `${r.agentId}.${r.session}`).sort();
+
+  it("claims on connect and releases on disconnect, in the background", async () => {
+    const registry = new MemoryRegistry({ clock: () => T0 });
+    const w = writer(registry);
+    const a = w.claimed("acme", "a");
+    const b = w.claimed("acme", "b");
+    expect([a.session, b.session]).toEqual([1, 2]);
+    expect(await w.flush(5_000)).toBe(true);
+    expect(await agentsIn(registry, "acme")).toEqual(["a.1", "b.2"]);
+    w.released(a);
+    expect(await w.flush(5_000)).toBe(true);
+    expect(await agentsIn(registry, "acme")).toEqual(["b.2"]);
+  });
+
+  it("ignores the late release of a stream the agent has since replaced", async () => {
+    const registry = new MemoryRegistry({ clock: () => T0 });
+    const w = writer(registry);
+    const first = w.claimed("acme", "a");
+    await w.flush(5_000);
+    const second = w.claimed("acme", "a");
+    w.released(first);
+    await w.flush(5_000);
+    expect(await agentsIn(registry, "acme")).toEqual([`a.${second.session}`]);
+  });
+
+  it("never blocks a connect while the registry is down, coalesces, and catches up when it returns", async () => {
+    const sw = switchable(new MemoryRegistry({ clock: () => T0 }));
+    const w = writer(sw.registry);
+    const gone = w.claimed("acme", "gone");
+    await w.flush(5_000);
+    sw.setDown(true);
+    const started = Date.now();
+    const stays = w.claimed("acme", "stays");
+    const flicker = w.claimed("acme", "flicker");
+    w.released(flicker);
+    w.released(gone);
+    expect(Date.now() - started).toBeLessThan(50);
+    await until(() => w.state().consecutiveFailures >= 2);
+    expect(w.state()).toMatchObject({ pendingClaims: 1, pendingReleases: 1 });
+    expect(w.state().lastError).toMatchObject({ code: "ERR_STORE_UNAVAILABLE" });
+    sw.calls.length = 0;
+    sw.setDown(false);
+    expect(await w.flush(10_000)).toBe(true);
+    expect(await agentsIn(sw.registry, "acme")).toEqual([`stays.${stays.session}`]);
+    // The agent that came and went during the outage cost no write at all.
+    expect(sw.calls.filter((c) => c === "claim" || c === "release").length).toBeLessThanOrEqual(3);
+    expect(w.state()).toMatchObject({ pendingClaims: 0, pendingReleases: 0, consecutiveFailures: 0 });
+  });
+
+  it("drops the oldest deletions past its bound, and still deletes every row after the outage", async () => {
+    const sw = switchable(new MemoryRegistry({ clock: () => T0 }));
+    const w = writer(sw.registry, { maxPendingReleases: 2 });
+    const rows = ["a", "b", "c", "d", "e"].map((id) => w.claimed("acme", id));
+    await w.flush(5_000);
+    sw.setDown(true);
+    for (const r of rows) w.released(r);
+    await until(() => w.state().droppedReleases === 3);
+    expect(w.state()).toMatchObject({ pendingReleases: 2, pendingClaims: 0 });
+    sw.setDown(false);
+    await until(async () => (await agentsIn(sw.registry, "acme")).length === 0, 10_000);
+  });
+
+  it("re-claims its rows when asked to resync (after a sweep or a lease regained)", async () => {
+    const registry = new MemoryRegistry({ clock: () => T0 });
+    const w = writer(registry);
+    const a = w.claimed("acme", "a");
+    await w.flush(5_000);
+    await registry.release(a); // what a sweeper does while we are away
+    await registry.claim(row("acme", "old", "i1", { incarnation: 50 })); // our predecessor's
+    w.resync();
+    expect(await w.flush(5_000)).toBe(true);
+    expect(await agentsIn(registry, "acme")).toEqual([`a.${a.session}`]);
+  });
+});
+
+describe("Sweeper", () => {
+  it("removes only dead instances' rows and leases, after the grace period", async () => {
+    let now = T0;
+    const registry = new MemoryRegistry({ clock: () => now });
+    await registry.heartbeat(lease("me", { heartbeatAt: T0 - 100_000 })); // ours: never swept by us
+    await registry.heartbeat(lease("dead", { heartbeatAt: T0 - 50_000, incarnation: 7 }));
+    await registry.heartbeat(lease("just-died", { heartbeatAt: T0 - 15_000 }));
+    await registry.heartbeat(lease("draining", { heartbeatAt: T0, draining: true }));
+    await registry.heartbeat(lease("live", { heartbeatAt: T0 }));
+    for (const instanceId of ["me", "dead", "just-died", "draining", "live"]) {
+      await registry.claim(row("acme", `agent-of-${instanceId}`, instanceId, { incarnation: 7 }));
+    }
+    // The dead instance restarted under the same id and wrote a row before its first heartbeat.
+    await registry.claim(row("beta", "reborn", "dead", { incarnation: 9 }));
+    const sweeper = new Sweeper({ registry, instanceId: "me", graceMs: 30_000, clock: () => now });
+    const report = await sweeper.sweepOnce();
+    expect(report).toEqual({ instances: ["dead"], rows: 1, unreadable: [] });
+    expect((await registry.ownersOf("acme")).items.map((r) => r.instanceId).sort()).toEqual([
+      "draining",
+      "just-died",
+      "live",
+      "me",
+    ]);
+    expect((await registry.ownersOf("beta")).items.map((r) => r.agentId)).toEqual(["reborn"]);
+    expect((await registry.listInstances()).items.map((l) => l.instanceId)).toEqual([
+      "draining",
+      "just-died",
+      "live",
+      "me",
+    ]);
+    now = T0 + 30_000;
+    expect((await sweeper.sweepOnce()).instances).toEqual(["just-died"]);
+  });
+
+  it("sweeps on its own, jittered, and reports failures without stopping", async () => {
+    const sw = switchable(new MemoryRegistry());
+    const sweeper = new Sweeper({ registry: sw.registry, instanceId: "me", intervalMs: 10 });
+    const failures: Error[] = [];
+    let sweeps = 0;
+    sweeper.on("failure", (e) => failures.push(e));
+    sweeper.on("swept", () => sweeps++);
+    sweeper.start();
+    cleanups.push(() => sweeper.stop());
+    await until(() => sweeps >= 2);
+    sw.setDown(true);
+    await until(() => failures.length >= 2);
+    sw.setDown(false);
+    const before = sweeps;
+    await until(() => sweeps > before);
+    expect(failures[0]).toMatchObject({ code: "ERR_STORE_UNAVAILABLE" });
+  });
+});

@@ -1,0 +1,224 @@
+/**
+ * The DynamoDB tenant store on dynalite: the shared TenantStore contract, then what only it has
+ * (the generation counter that makes a watch's poll one read, the full re-list that catches an
+ * edit nobody announced, an unreachable table).
+ */
+import { GetItemCommand, PutItemCommand, UpdateItemCommand } from "@aws-sdk/client-dynamodb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openDynamoTenantStore } from "../../lib/tenancy/dynamo-store/dynamo-tenant-store.js";
+import { MAX_RECORD_BYTES } from "../../lib/tenancy/limits.js";
+import { encodeTenantRecord } from "../../lib/tenancy/record-codec.js";
+import type { TenantStore, TenantWatch } from "../../lib/tenancy/store.js";
+import { type LocalDynamo, startLocalDynamo } from "../helpers/dynalite.js";
+import { spawnKgw } from "../helpers/kgw-process.js";
+import { type CorruptionKind, createTenant, describeTenantStoreContract } from "./tenant-store.contract.js";
+
+let dynamo: LocalDynamo;
+let tables = 0;
+
+beforeAll(async () => {
+  dynamo = await startLocalDynamo();
+});
+afterAll(async () => {
+  await dynamo.close();
+});
+
+async function freshTable(): Promise<string> {
+  const name = `${dynamo.tableName}-t${++tables}`;
+  await dynamo.createTable(name);
+  return name;
+}
+
+/**
+ * Writes bad data into the item's `record`, keeping its version, as a hand edit in the console
+ * would. It bumps the generation as any tool that edits tenants should; an edit that does not is
+ * caught by the full re-list (tested below).
+ */
+async function corruptItem(tableName: string, id: string, how: CorruptionKind): Promise<void> {
+  const key = { pk: { S: "tenants" }, sk: { S: id } };
+  const { Item } = await dynamo.client.send(new GetItemCommand({ TableName: tableName, Key: key }));
+  const valid = JSON.parse(Item!.record!.S!) as Record<string, unknown>;
+  const content: Record<CorruptionKind, () => string> = {
+    garbage: () => "{\u0000\u00ff not json",
+    "not-a-record": () => JSON.stringify({ schema: 1, id }),
+    oversized: () => JSON.stringify(valid) + " ".repeat(MAX_RECORD_BYTES),
+    "wrong-id": () => JSON.stringify({ ...valid, id: "good" }),
+    "unknown-field": () => JSON.stringify({ ...valid, admin: true }),
+  };
+  await dynamo.client.send(
+    new PutItemCommand({ TableName: tableName, Item: { ...Item!, record: { S: content[how]() } } }),
+  );
+  await bump(tableName);
+}
+
+async function bump(tableName: string): Promise<void> {
+  await dynamo.client.send(
+    new UpdateItemCommand({
+      TableName: tableName,
+      Key: { pk: { S: "meta" }, sk: { S: "tenants-generation" } },
+      UpdateExpression: "ADD generation :one",
+      ExpressionAttributeValues: { ":one": { N: "1" } },
+    }),
+  );
+}
+
+describeTenantStoreContract("dynamodb (dynalite)", async () => {
+  const tableName = await freshTable();
+  return {
+    open: async () => openDynamoTenantStore({ tableName, clientOptions: dynamo.clientOptions }),
+    corrupt: (id, how) => corruptItem(tableName, id, how),
+    cleanup: async () => {},
+  };
+});
+
+describe("dynamodb tenant store", () => {
+  const stores: TenantStore[] = [];
+  const watches: TenantWatch[] = [];
+  const open = (tableName: string, over: Partial<Parameters<typeof openDynamoTenantStore>[0]> = {}) => {
+    const s = openDynamoTenantStore({ tableName, clientOptions: dynamo.clientOptions, ...over });
+    stores.push(s);
+    return s;
+  };
+  afterAll(async () => {
+    for (const w of watches) w.close();
+    for (const s of stores) await s.close();
+  });
+
+  async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+    const start = Date.now();
+    while (!condition()) {
+      if (Date.now() - start > timeoutMs) throw new Error(`condition not met within ${timeoutMs}ms`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+
+  it("costs a watcher one GetItem per poll while nothing changes, and one list when something does", async () => {
+    const tableName = await freshTable();
+    const store = open(tableName);
+    for (const id of ["a1", "a2", "a3"]) await createTenant(store, id);
+    const watch = store.watch({ intervalMs: 20 });
+    watches.push(watch);
+    await watch.ready;
+    dynamo.calls.clear();
+    await new Promise((r) => setTimeout(r, 300));
+    const polls = dynamo.calls.get("GetItem") ?? 0;
+    expect(polls).toBeGreaterThanOrEqual(5);
+    expect(dynamo.calls.get("Query")).toBeUndefined();
+    await createTenant(open(tableName), "a4");
+    await until(() => watch.get("a4") !== undefined);
+    expect(dynamo.calls.get("Query")).toBe(1);
+  });
+
+  it("sees an edit that did not bump the generation at the next full re-list", async () => {
+    const tableName = await freshTable();
+    const store = open(tableName, { fullRelistMs: 200 });
+    await createTenant(store, "acme");
+    const watch = store.watch({ intervalMs: 20 });
+    watches.push(watch);
+    await watch.ready;
+    const { record } = await createTenant(store, "quiet");
+    // Written straight into the table, as a writer that died before its bump leaves it.
+    const next = { ...record, version: 2, displayName: "renamed" };
+    await dynamo.client.send(
+      new PutItemCommand({
+        TableName: tableName,
+        Item: {
+          pk: { S: "tenants" },
+          sk: { S: "quiet" },
+          record: { S: encodeTenantRecord(next) },
+          version: { N: "2" },
+        },
+      }),
+    );
+    await until(() => watch.get("quiet")?.displayName === "renamed", 3_000);
+  });
+
+  it("reports an unreachable table as ERR_STORE_UNAVAILABLE in bounded time, and a conflict as ERR_CONFLICT", async () => {
+    const tableName = await freshTable();
+    const store = open(tableName);
+    const { record } = await createTenant(store, "acme");
+    await dynamo.stop();
+    const started = Date.now();
+    try {
+      await expect(store.get("acme")).rejects.toMatchObject({
+        code: "ERR_STORE_UNAVAILABLE",
+        message: expect.stringContaining("tenant store: cannot read tenant acme"),
+      });
+      expect(Date.now() - started).toBeLessThan(1_000);
+    } finally {
+      await dynamo.start();
+    }
+    await store.put({ ...record, version: 2 });
+    await expect(store.put({ ...record, version: 2, displayName: "late" })).rejects.toMatchObject({
+      code: "ERR_CONFLICT",
+    });
+  });
+
+  it("refuses a record whose version attribute disagrees with its text", async () => {
+    const tableName = await freshTable();
+    const store = open(tableName);
+    await createTenant(store, "acme");
+    await dynamo.client.send(
+      new UpdateItemCommand({
+        TableName: tableName,
+        Key: { pk: { S: "tenants" }, sk: { S: "acme" } },
+        UpdateExpression: "SET version = :v",
+        ExpressionAttributeValues: { ":v": { N: "7" } },
+      }),
+    );
+    await expect(store.get("acme")).rejects.toMatchObject({ code: "ERR_STORE_CORRUPT" });
+  });
+});
+
+describe("kgw tenant --table", () => {
+  /** Runs `kgw tenant …` as an operator would: a real process, configured by the environment only. */
+  async function kgw(env: Record<string, string>, ...args: string[]) {
+    const p = spawnKgw(["tenant", ...args], { KGW_TENANT_STORE_DIR: "", ...env });
+    const { code } = await p.exited;
+    return { code, output: p.output.join("") };
+  }
+
+  it("creates, lists and deletes tenants in the DynamoDB store, quietly", async () => {
+    const tableName = await freshTable();
+    const created = await kgw(
+      dynamo.env,
+      "create",
+      "acme",
+      "--table",
+      tableName,
+      "--bundle=false",
+      "--output=json",
+    );
+    expect(created.code, created.output).toBe(0);
+    expect(JSON.parse(created.output)).toMatchObject({ tenant: { id: "acme", version: 1 } });
+    // The table is the store: a server's store sees the tenant.
+    const store = openDynamoTenantStore({ tableName, clientOptions: dynamo.clientOptions });
+    try {
+      expect((await store.get("acme"))?.state).toBe("active");
+    } finally {
+      await store.close();
+    }
+    const listed = await kgw({ ...dynamo.env, KGW_TENANT_TABLE: tableName }, "list");
+    expect(listed.code, listed.output).toBe(0);
+    expect(listed.output).toContain("acme");
+    // Nothing but the command's own output: no SDK warning on stderr.
+    expect(listed.output).not.toMatch(/Warning|NodeVersionSupport/);
+    expect((await kgw(dynamo.env, "delete", "acme", "--table", tableName)).code).toBe(0);
+  });
+
+  it("refuses --store-dir and --table together, and fails in bounded time when the table is unreachable", async () => {
+    const both = await kgw(dynamo.env, "list", "--table", "t-1", "--store-dir", "/tmp/x");
+    expect(both.code).toBe(2);
+    expect(both.output).toContain("--store-dir and --table");
+    const started = Date.now();
+    const down = await kgw(
+      { ...dynamo.env, AWS_ENDPOINT_URL_DYNAMODB: "http://127.0.0.1:9" },
+      "list",
+      "--table",
+      dynamo.tableName,
+    );
+    expect(down.code).toBe(1);
+    expect(down.output).toMatch(/kgw tenant list: tenant store: cannot list tenants: .*ECONNREFUSED/);
+    expect(Date.now() - started).toBeLessThan(15_000);
+  });
+});
