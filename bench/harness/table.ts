@@ -7,6 +7,7 @@ import type { Spread } from "./stats.js";
 import {
   type BenchResults,
   type Cell,
+  HOP_SYSTEM,
   type MachineInfo,
   NOISY_SYSTEM,
   type Row,
@@ -44,17 +45,35 @@ const NOISY_HEADERS = [
 /** The systems a noisy table shows (and whose n/a reasons it lists). */
 const NOISY_SHOWN: readonly System[] = ["kgw", NOISY_SYSTEM, "upstream"];
 
+/**
+ * The table of the `peer-hop` scenario: the same dials entering the agent's own instance (kgw)
+ * and another instance of the fleet, their ratio, then the baselines.
+ */
+const HOP_HEADERS = [
+  "scenario",
+  "one instance",
+  "through a peer hop",
+  "hop/one",
+  "direct TCP",
+  "2-hop relay",
+  "upstream",
+  "targets",
+];
+const hasHop = (s: ScenarioResult): boolean => s.rows.some((r) => r.cells[HOP_SYSTEM] !== undefined);
+
 /** Whether a scenario measured kgw in tenant mode (--tenant-mode): then its table shows it. */
 const hasTenant = (s: ScenarioResult): boolean => s.rows.some((r) => r.cells[TENANT_SYSTEM] !== undefined);
 /** Whether a scenario measured a quiet tenant next to a noisy one: then its table is NOISY_HEADERS. */
 const hasNoisy = (s: ScenarioResult): boolean => s.rows.some((r) => r.cells[NOISY_SYSTEM] !== undefined);
 
-type Layout = "plain" | "tenant" | "noisy";
+type Layout = "plain" | "tenant" | "noisy" | "hop";
 
-const layoutOf = (s: ScenarioResult): Layout => (hasNoisy(s) ? "noisy" : hasTenant(s) ? "tenant" : "plain");
+const layoutOf = (s: ScenarioResult): Layout =>
+  hasNoisy(s) ? "noisy" : hasHop(s) ? "hop" : hasTenant(s) ? "tenant" : "plain";
 
 function headersFor(layout: Layout): string[] {
   if (layout === "noisy") return NOISY_HEADERS;
+  if (layout === "hop") return HOP_HEADERS;
   return layout === "tenant" ? [HEADERS[0]!, HEADERS[1]!, ...TENANT_HEADERS, ...HEADERS.slice(2)] : HEADERS;
 }
 
@@ -138,7 +157,21 @@ function targetLabel(t: Target, row: Row): string {
       return `<${formatValue(t.value, row.unit)}`;
     case "upstream":
       return row.better === "higher" ? "≥upstream" : "≤upstream";
+    case "hopRatio":
+      return `hop/one ≥${t.min}`;
+    case "hopAdded":
+      return `hop adds <${formatValue(t.ms, row.unit)}`;
   }
+}
+
+/** The peer hop's figure minus the single instance's, round by round: their median. */
+function hopAdded(row: Row): number | undefined {
+  const a = row.cells[HOP_SYSTEM]?.rounds;
+  const b = row.cells.kgw?.rounds;
+  if (!a || !b || a.length !== b.length || a.length === 0) return undefined;
+  const d = a.map((v, i) => v - b[i]!).sort((x, y) => x - y);
+  const mid = d.length >> 1;
+  return d.length % 2 ? d[mid] : (d[mid - 1]! + d[mid]!) / 2;
 }
 
 /**
@@ -162,6 +195,14 @@ export function targetMet(t: Target, row: Row): boolean | undefined {
       if (r === undefined) return undefined;
       return row.better === "higher" ? r.median >= 1 : r.median <= 1;
     }
+    case "hopRatio": {
+      const r = ratio(row, HOP_SYSTEM, "kgw");
+      return r === undefined ? undefined : r.median >= t.min;
+    }
+    case "hopAdded": {
+      const d = hopAdded(row);
+      return d === undefined ? undefined : d < t.ms;
+    }
   }
 }
 
@@ -183,6 +224,18 @@ function rowCells(row: Row, layout: Layout): string[] {
       cellText(row.cells[NOISY_SYSTEM], row.unit),
       ratioText(row, NOISY_SYSTEM, "kgw"),
       cellText(row.cells.upstream, row.unit),
+    ];
+  }
+  if (layout === "hop") {
+    return [
+      `${row.name} ${arrow}`,
+      cellText(row.cells.kgw, row.unit),
+      cellText(row.cells[HOP_SYSTEM], row.unit),
+      ratioText(row, HOP_SYSTEM, "kgw"),
+      cellText(row.cells.direct, row.unit),
+      cellText(row.cells.relay, row.unit),
+      cellText(row.cells.upstream, row.unit),
+      targetsText(row),
     ];
   }
   const tenantCells =

@@ -27,7 +27,17 @@ export const TENANT_SYSTEM = "kgw-tenant";
  * it; their tables show these two and their ratio in place of the baselines.
  */
 export const NOISY_SYSTEM = "kgw-noisy";
-export type System = (typeof SYSTEMS)[number] | typeof TENANT_SYSTEM | typeof NOISY_SYSTEM;
+/**
+ * The `peer-hop` scenario's second figure: a dial entering a fleet instance that forwards it to
+ * the instance holding the tenant's agent (bench/scenarios/peer-hop.ts), its first being `kgw`,
+ * the same dial entering that instance itself. Only its rows have it.
+ */
+export const HOP_SYSTEM = "kgw-hop";
+export type System =
+  | (typeof SYSTEMS)[number]
+  | typeof TENANT_SYSTEM
+  | typeof NOISY_SYSTEM
+  | typeof HOP_SYSTEM;
 
 /**
  * One figure. `value` is what the table shows (the median of `rounds` when the row was measured
@@ -52,7 +62,11 @@ export type Target =
   | { kind: "ratioToRelay"; min: number }
   | { kind: "atLeast"; value: number }
   | { kind: "atMost"; value: number }
-  | { kind: "upstream" };
+  | { kind: "upstream" }
+  /** The peer hop's figure over the single instance's, per round, at least `min` (median). */
+  | { kind: "hopRatio"; min: number }
+  /** The peer hop's figure minus the single instance's, per round, below `ms` (median). */
+  | { kind: "hopAdded"; ms: number };
 
 export interface Row {
   /** Unique within its scenario; the smoke test and --json consumers key on it. */

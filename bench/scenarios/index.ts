@@ -9,6 +9,7 @@ import { dial } from "./dial.js";
 import { fairness } from "./fairness.js";
 import { headOfLine } from "./head-of-line.js";
 import { memory } from "./memory.js";
+import { peerHop } from "./peer-hop.js";
 import { throughput, wan } from "./throughput.js";
 
 export const SCENARIOS: readonly Scenario[] = [
@@ -18,5 +19,6 @@ export const SCENARIOS: readonly Scenario[] = [
   dial,
   headOfLine,
   fairness,
+  peerHop,
   memory,
 ];

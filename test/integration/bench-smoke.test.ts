@@ -12,7 +12,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import type { BenchResults, Cell } from "../../bench/harness/types.js";
-import { NOISY_SYSTEM, SYSTEMS, TENANT_SYSTEM } from "../../bench/harness/types.js";
+import { HOP_SYSTEM, NOISY_SYSTEM, SYSTEMS, TENANT_SYSTEM } from "../../bench/harness/types.js";
 import { SCENARIOS } from "../../bench/scenarios/index.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -27,6 +27,8 @@ const TENANT_SCENARIOS = ["throughput", "dial"];
  * figure next to the noisy tenant only.
  */
 const NOISY_SCENARIO = "fairness";
+/** The scenario that measures a dial through a peer hop (HOP_SYSTEM) next to one instance (kgw). */
+const HOP_SCENARIO = "peer-hop";
 
 interface Run {
   code: number | null;
@@ -141,6 +143,12 @@ describe("npm run bench -- --quick --rounds 2 --upstream=off --tenant-mode", () 
             expect(noisy, where).toBeUndefined();
             if (scenario.name !== "calibration") expect(isFigure(row.cells.kgw), where).toBe(true);
           }
+          // Through a peer hop: a figure per round in its scenario, absent elsewhere.
+          const hop = row.cells[HOP_SYSTEM];
+          if (scenario.name === HOP_SCENARIO) {
+            expect(isFigure(hop), `${where} / ${HOP_SYSTEM}`).toBe(true);
+            expect(hop?.rounds, `${where} / ${HOP_SYSTEM}`).toHaveLength(ROUNDS);
+          } else expect(hop, where).toBeUndefined();
           // kgw in tenant mode: a figure per round where it is measured, absent elsewhere.
           const tenant = row.cells[TENANT_SYSTEM];
           if (TENANT_SCENARIOS.includes(scenario.name)) {

@@ -1,0 +1,143 @@
+/**
+ * A peer hop (issue 15): what a dial pays for entering the fleet at an instance that does not
+ * hold the tenant's agent. A local fleet of two instances (bench/harness/fleet-stack.ts: dynalite,
+ * `kgw server --registry-table`, the tenant made with `kgw tenant --table`), the tenant's agent
+ * on instance 1. Each round measures, interleaved (the order reversed every other round):
+ *  - "one instance": the tenant's caller dials instance 1, whose agent serves it;
+ *  - "through a peer hop": the same caller dials instance 2, which forwards over its peer link
+ *    to instance 1 (the route cached after the warm-up: no registry call per dial);
+ * with the same agent, backend and caller credentials, and the baselines (direct TCP, the relay
+ * chain). Rows: CONNECT and gRPC bulk transfers (every byte checked), and dials to the first
+ * byte over CONNECT (a new mTLS connection each) and gRPC (a new stream on an open channel).
+ */
+
+import { startBenchFleet } from "../harness/fleet-stack.js";
+import { connectOpener, grpcRotatingOpener, type Opener, tcpOpener } from "../harness/paths.js";
+import { eachRound, roundOrder } from "../harness/rounds.js";
+import { startBackend, startRelayChain } from "../harness/stacks.js";
+import { bulk, type Direction, dialLatencies } from "../harness/transfer.js";
+import {
+  type BenchContext,
+  type Cell,
+  HOP_SYSTEM,
+  type Row,
+  type Scenario,
+  type System,
+} from "../harness/types.js";
+import { Samples } from "./common.js";
+
+type Path = "one" | "hop" | "direct" | "relay";
+const PATHS: Path[] = ["one", "hop", "direct", "relay"];
+const SYSTEM_OF: Record<Path, System> = { one: "kgw", hop: HOP_SYSTEM, direct: "direct", relay: "relay" };
+const DIRECTIONS: Direction[] = ["download", "upload"];
+const WARMUP_BYTES = 32 * 1024 * 1024;
+
+export const peerHop: Scenario = {
+  name: "peer-hop",
+  title: "A peer hop: dials entering the fleet at an instance without the tenant's agent",
+  description:
+    "A local fleet of two kgw instances (dynalite as DynamoDB, tenant mode, --agent-redundancy=1), " +
+    "the tenant's agent on instance 1. The same caller dials instance 1 (one instance) and " +
+    "instance 2 (forwarded over a peer link to instance 1), interleaved round by round, beside " +
+    "direct TCP and the relay chain: CONNECT and gRPC bulk transfers (every byte checked) and " +
+    "dials to the first byte. hop/one is taken within each round; targets are issue 15's.",
+  run,
+};
+
+async function run(ctx: BenchContext): Promise<Row[]> {
+  const { sizes } = ctx;
+  const backend = await startBackend(ctx);
+  const target = `127.0.0.1:${backend.port}`;
+  const [relay, fleet] = await Promise.all([startRelayChain(ctx, backend.port), startBenchFleet(ctx, 2, 0)]);
+  const [home, away] = fleet.instances as [(typeof fleet.instances)[0], (typeof fleet.instances)[0]];
+  const grpcOne = grpcRotatingOpener(fleet.callers, home.agentPort, target);
+  const grpcHop = grpcRotatingOpener(fleet.callers, away.agentPort, target);
+  ctx.scope.defer(() => {
+    grpcOne.close();
+    grpcHop.close();
+  });
+  const openers: Record<"connect" | "grpc", Record<Path, Opener>> = {
+    connect: {
+      one: connectOpener(fleet.callers, home.agentPort, target),
+      hop: connectOpener(fleet.callers, away.agentPort, target),
+      direct: tcpOpener(backend.port),
+      relay: tcpOpener(relay.port),
+    },
+    grpc: {
+      one: grpcOne.open,
+      hop: grpcHop.open,
+      direct: tcpOpener(backend.port),
+      relay: tcpOpener(relay.port),
+    },
+  };
+
+  // Warm-up: JIT, channels, and instance 2's route to the tenant (its first dial reads it).
+  for (const kind of ["connect", "grpc"] as const) {
+    for (const path of PATHS) await dialLatencies(openers[kind][path], sizes.warmupDials);
+  }
+  for (const path of PATHS) {
+    for (const dir of DIRECTIONS) {
+      await bulk(openers.connect[path], dir, Math.min(WARMUP_BYTES, sizes.bulkBytes), sizes.warmupMs);
+    }
+  }
+
+  const mbps = new Samples(ctx);
+  const lat = new Samples(ctx);
+  await eachRound(ctx, async (round) => {
+    for (const path of roundOrder(PATHS, round)) {
+      for (const kind of ["connect", "grpc"] as const) {
+        // Baselines dial plain TCP: the same figure for both kinds, measured once.
+        if (kind === "grpc" && (path === "direct" || path === "relay")) continue;
+        ctx.log(`    ${path}: ${kind} dials`);
+        await lat.takeRound(`${kind}-${path}`, () => dialLatencies(openers[kind][path], sizes.latencyDials));
+        for (const dir of DIRECTIONS) {
+          if (kind === "grpc" && dir === "upload") continue;
+          ctx.log(`    ${path}: ${kind} ${dir}`);
+          await mbps.take(
+            `${kind}-${dir}-${path}`,
+            async () => (await bulk(openers[kind][path], dir, sizes.bulkBytes, sizes.bulkMaxMs)).mbps,
+          );
+        }
+      }
+    }
+  });
+
+  const upstream: Cell = { na: "upstream has no fleet: one server per control plane" };
+  const cells = (f: (path: Path) => Cell): Partial<Record<System, Cell>> => ({
+    ...Object.fromEntries(PATHS.map((p) => [SYSTEM_OF[p], f(p)])),
+    upstream,
+  });
+  const baselineKey = (kind: "connect" | "grpc", path: Path) =>
+    path === "direct" || path === "relay" ? "connect" : kind;
+  const rows: Row[] = [];
+  for (const [kind, label] of [
+    ["connect", "HTTP CONNECT"],
+    ["grpc", "gRPC"],
+  ] as const) {
+    for (const dir of DIRECTIONS) {
+      if (kind === "grpc" && dir === "upload") continue;
+      rows.push({
+        name: `${dir}, ${label}`,
+        unit: "MB/s",
+        better: "higher",
+        cells: cells((p) => mbps.cell(`${baselineKey(kind, p)}-${dir}-${p}`)),
+        targets: [{ kind: "hopRatio", min: 0.8 }],
+      });
+    }
+  }
+  for (const [kind, label] of [
+    ["connect", "CONNECT dial to first byte (new mTLS connection)"],
+    ["grpc", "gRPC dial to first byte (new stream on an open channel)"],
+  ] as const) {
+    for (const p of [50, 99]) {
+      rows.push({
+        name: `${label}, p${p}`,
+        unit: "ms",
+        better: "lower",
+        cells: cells((path) => lat.percentileCell(`${baselineKey(kind, path)}-${path}`, p)),
+        ...(p === 50 ? { targets: [{ kind: "hopAdded" as const, ms: 1 }] } : {}),
+      });
+    }
+  }
+  return rows;
+}
