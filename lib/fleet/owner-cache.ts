@@ -19,7 +19,7 @@ export type RouteRead = "miss" | "refresh" | "not_here";
 
 export interface OwnerCacheOptions {
   registry: Pick<FleetRegistry, "ownersOf">;
-  instances: Pick<InstanceView, "all">;
+  instances: Pick<InstanceView, "all" | "refresh">;
   selfId: string;
   clock?: () => number;
   freshMs?: number;
@@ -78,7 +78,11 @@ export class OwnerCache {
       this.opts.read?.(why);
       pending = this.opts.registry
         .ownersOf(tenant)
-        .then(({ items }) => {
+        .then(async ({ items }) => {
+          // A row naming an instance whose lease we have not read yet (it started after our
+          // last read of the leases): read them now rather than take its agents for gone.
+          const known = this.opts.instances.all();
+          if (items.some((row) => !known.has(row.instanceId))) await this.opts.instances.refresh();
           const now = this.clock();
           const prior = this.entries.get(tenant);
           this.entries.set(tenant, { rows: items, readAt: now, usedAt: prior?.usedAt ?? now });

@@ -43,7 +43,7 @@ function fixture(rowsByTenant: Record<string, OwnerRow[]>, leases: InstanceLease
   const leaseMap = new Map(leases.map((l) => [l.instanceId, l]));
   const cache = new OwnerCache({
     registry,
-    instances: { all: () => leaseMap },
+    instances: { all: () => leaseMap, refresh: async () => {} },
     selfId: "i1",
     clock: () => now,
     freshMs: 5_000,
