@@ -98,6 +98,9 @@ function formatNumber(value: number, unit: Unit): string {
       return value >= 100 ? group(value) : value.toFixed(1);
     case "%":
       return value.toFixed(0);
+    case "req/s":
+    case "req/dial":
+      return value >= 10 ? group(value) : value.toFixed(2);
     case "dials/s":
     case "conns/s":
     case "µs/MB":

@@ -9,7 +9,7 @@ import type { Scope } from "./scope.js";
 import type { UpstreamBinaries } from "./upstream.js";
 
 /** MB/s is 10^6 bytes per second; KiB is 1024 bytes. */
-export type Unit = "MB/s" | "ms" | "dials/s" | "conns/s" | "KiB" | "%" | "µs/MB";
+export type Unit = "MB/s" | "ms" | "dials/s" | "conns/s" | "KiB" | "%" | "µs/MB" | "req/s" | "req/dial";
 
 /** Which way is good for a row: throughput up, latency and memory down. */
 export type Better = "higher" | "lower";

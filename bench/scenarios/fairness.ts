@@ -16,11 +16,10 @@
  * the limits were hit.
  */
 import { readFileSync } from "node:fs";
-import { get } from "node:http";
 import path from "node:path";
+import { gauge, metric, scrape } from "../harness/metrics-scrape.js";
 import type { StormResult } from "../harness/noisy-main.js";
 import { connectOpener, grpcRotatingOpener, type Opener } from "../harness/paths.js";
-import { LOOPBACK } from "../harness/ports.js";
 import { Child } from "../harness/procs.js";
 import { REPO_ROOT } from "../harness/repo.js";
 import { eachRound, roundOrder } from "../harness/rounds.js";
@@ -105,33 +104,6 @@ async function timedDialLatencies(
   return out;
 }
 
-function scrape(port: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const req = get({ host: LOOPBACK, port, path: "/metrics", agent: false, timeout: 5000 }, (res) => {
-      let body = "";
-      res.setEncoding("utf8");
-      res.on("data", (d: string) => {
-        body += d;
-      });
-      res.on("end", () =>
-        res.statusCode === 200 ? resolve(body) : reject(new Error(`/metrics answered ${res.statusCode}`)),
-      );
-    });
-    req.on("timeout", () => req.destroy(new Error("/metrics: timeout")));
-    req.on("error", reject);
-  });
-}
-
-/** The sum of the samples of `name` whose labels include `label` (0 when there are none). */
-function metric(text: string, name: string, label: string): number {
-  let sum = 0;
-  for (const line of text.split("\n")) {
-    if (!line.startsWith(`${name}{`) || !line.includes(label)) continue;
-    sum += Number(line.slice(line.lastIndexOf(" ") + 1));
-  }
-  return sum;
-}
-
 /** The server's view of the noisy tenant: tunnels open, and dials refused by quota so far. */
 async function serverCounts(stack: TunnelStack) {
   const text = await scrape(stack.adminPort);
@@ -142,12 +114,6 @@ async function serverCounts(stack: TunnelStack) {
     resetBeforeTls: metric(text, "kgw_server_rejected_connections_total", 'reason="source_throttled"'),
     throttledSources: gauge(text, "kgw_server_throttled_sources"),
   };
-}
-
-/** The value of an unlabelled gauge (0 when absent). */
-function gauge(text: string, name: string): number {
-  const line = text.split("\n").find((l) => l.startsWith(`${name} `));
-  return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : 0;
 }
 
 interface NoisyLoad {

@@ -12,6 +12,7 @@
  */
 
 import { startBenchFleet } from "../harness/fleet-stack.js";
+import { metric, scrape } from "../harness/metrics-scrape.js";
 import { connectOpener, grpcRotatingOpener, type Opener, tcpOpener } from "../harness/paths.js";
 import { eachRound, roundOrder } from "../harness/rounds.js";
 import { startBackend, startRelayChain } from "../harness/stacks.js";
@@ -31,6 +32,15 @@ const PATHS: Path[] = ["one", "hop", "direct", "relay"];
 const SYSTEM_OF: Record<Path, System> = { one: "kgw", hop: HOP_SYSTEM, direct: "direct", relay: "relay" };
 const DIRECTIONS: Direction[] = ["download", "upload"];
 const WARMUP_BYTES = 32 * 1024 * 1024;
+/** How long the fleet is left alone to count its registry requests at rest. */
+const REST_MS = { quick: 2_000, full: 20_000 };
+const REQUESTS = "kgw_fleet_registry_requests_total";
+
+/** Registry requests both instances have sent so far (every operation, retries included). */
+async function registryRequests(ports: number[]): Promise<number> {
+  const texts = await Promise.all(ports.map(scrape));
+  return texts.reduce((sum, t) => sum + metric(t, REQUESTS, ""), 0);
+}
 
 export const peerHop: Scenario = {
   name: "peer-hop",
@@ -56,16 +66,24 @@ async function run(ctx: BenchContext): Promise<Row[]> {
     grpcOne.close();
     grpcHop.close();
   });
+  // Tunnels opened through the fleet, to divide its registry requests by.
+  let fleetDials = 0;
+  const counted =
+    (open: Opener): Opener =>
+    () => {
+      fleetDials++;
+      return open();
+    };
   const openers: Record<"connect" | "grpc", Record<Path, Opener>> = {
     connect: {
-      one: connectOpener(fleet.callers, home.agentPort, target),
-      hop: connectOpener(fleet.callers, away.agentPort, target),
+      one: counted(connectOpener(fleet.callers, home.agentPort, target)),
+      hop: counted(connectOpener(fleet.callers, away.agentPort, target)),
       direct: tcpOpener(backend.port),
       relay: tcpOpener(relay.port),
     },
     grpc: {
-      one: grpcOne.open,
-      hop: grpcHop.open,
+      one: counted(grpcOne.open),
+      hop: counted(grpcHop.open),
       direct: tcpOpener(backend.port),
       relay: tcpOpener(relay.port),
     },
@@ -83,7 +101,13 @@ async function run(ctx: BenchContext): Promise<Row[]> {
 
   const mbps = new Samples(ctx);
   const lat = new Samples(ctx);
+  const adminPorts = fleet.instances.map((i) => i.adminPort);
+  const registry = new Samples(ctx);
+  const restMs = ctx.options.quick ? REST_MS.quick : REST_MS.full;
   await eachRound(ctx, async (round) => {
+    const requestsBefore = await registryRequests(adminPorts);
+    const dialsBefore = fleetDials;
+    const roundStart = Date.now();
     for (const path of roundOrder(PATHS, round)) {
       for (const kind of ["connect", "grpc"] as const) {
         // Baselines dial plain TCP: the same figure for both kinds, measured once.
@@ -100,6 +124,16 @@ async function run(ctx: BenchContext): Promise<Row[]> {
         }
       }
     }
+    // The registry's share: requests during the round, less what the fleet sends at rest (its
+    // heartbeats, lease lists, tenant watch) over as long, per tunnel opened through it.
+    const roundMs = Date.now() - roundStart;
+    const inRound = (await registryRequests(adminPorts)) - requestsBefore;
+    const dials = fleetDials - dialsBefore;
+    const restStart = await registryRequests(adminPorts);
+    await new Promise((r) => setTimeout(r, restMs));
+    const atRest = ((await registryRequests(adminPorts)) - restStart) / (restMs / 1000);
+    await registry.take("rest", async () => atRest / adminPorts.length);
+    await registry.take("dial", async () => Math.max(0, inRound - atRest * (roundMs / 1000)) / dials);
   });
 
   const upstream: Cell = { na: "upstream has no fleet: one server per control plane" };
@@ -139,5 +173,30 @@ async function run(ctx: BenchContext): Promise<Row[]> {
       });
     }
   }
+  const registryOnly = (cell: Cell): Partial<Record<System, Cell>> => ({
+    kgw: cell,
+    [HOP_SYSTEM]: { na: "one figure for the fleet" },
+    direct: { na: "no registry" },
+    relay: { na: "no registry" },
+    upstream,
+  });
+  rows.push(
+    {
+      name: "registry (DynamoDB) requests per tunnel opened, at steady state",
+      unit: "req/dial",
+      better: "lower",
+      noRatios: true,
+      cells: registryOnly(registry.cell("dial", "less the rate at rest over the round's length")),
+    },
+    {
+      name: "registry (DynamoDB) requests per second per instance, at rest",
+      unit: "req/s",
+      better: "lower",
+      noRatios: true,
+      cells: registryOnly(
+        registry.cell("rest", `${restMs / 1000} s idle after each round; 2 instances, 1 tenant`),
+      ),
+    },
+  );
   return rows;
 }
