@@ -1,0 +1,49 @@
+# syntax=docker/dockerfile:1
+# The kgw image: one image for the gateway (`kgw server`, ECS) and the agent (`kgw agent`, the
+# tenant's cluster). Multi-stage: TypeScript is compiled in `build`, production dependencies
+# are installed in `deps`, and the final stage holds only Node.js, dist/ and those
+# dependencies, running as UID 65532 (the agent manifest's runAsUser, lib/tenancy/manifest).
+# Built by `cdk deploy` as an image asset, or by hand: docker build -t kgw:0.1.0 .
+
+ARG NODE_IMAGE=node:20.19-bookworm-slim
+
+FROM ${NODE_IMAGE} AS build
+WORKDIR /src
+COPY package.json package-lock.json ./
+# --ignore-scripts: `prepare` would build before the sources are here; the build runs below.
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY lib ./lib
+COPY services ./services
+RUN npm run build
+
+FROM ${NODE_IMAGE} AS deps
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+  && npm cache clean --force
+
+FROM ${NODE_IMAGE} AS runtime
+# npm, npx, corepack and yarn are build tools: the running gateway needs none of them.
+RUN rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack \
+    /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack /opt/yarn-* \
+    /usr/local/bin/yarn /usr/local/bin/yarnpkg \
+  && groupadd --gid 65532 nonroot \
+  && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin nonroot
+WORKDIR /opt/kgw
+ENV NODE_ENV=production
+COPY --from=deps /src/node_modules ./node_modules
+COPY --from=build /src/dist ./dist
+COPY package.json ./
+COPY bin ./bin
+RUN chmod 0755 bin/kgw.js && ln -s /opt/kgw/bin/kgw.js /usr/local/bin/kgw
+USER 65532:65532
+# 8132 gateway (agents and callers), 8133 admin, 8134 health, 8135 peer, 8443 install route.
+EXPOSE 8132 8133 8134 8135 8443
+# /healthz of `kgw server` (8134) by default; for `kgw agent` set KGW_HEALTH_URL to its health
+# port (http://127.0.0.1:8093/healthz). ECS and Kubernetes use their own probes instead.
+ENV KGW_HEALTH_URL=http://127.0.0.1:8134/healthz
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["node", "-e", "fetch(process.env.KGW_HEALTH_URL).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+ENTRYPOINT ["kgw"]
+CMD ["--help"]
