@@ -91,8 +91,13 @@ function advertised(given: string, peerPort: number, interfaces: typeof networkI
     return given;
   }
   // A Fargate task (awsvpc) has one ENI: its private address is what the other tasks reach.
+  // Link-local addresses (169.254/16: the ECS agent's and metadata endpoints' side of a task)
+  // are never it.
   for (const list of Object.values(interfaces())) {
-    for (const a of list ?? []) if (a.family === "IPv4" && !a.internal) return `${a.address}:${peerPort}`;
+    for (const a of list ?? []) {
+      if (a.family === "IPv4" && !a.internal && !a.address.startsWith("169.254."))
+        return `${a.address}:${peerPort}`;
+    }
   }
   throw new ConfigError("--peer-advertise-address is needed: this host has no non-internal IPv4 address");
 }
