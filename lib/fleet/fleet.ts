@@ -88,6 +88,7 @@ export class Fleet {
     this.instances = new InstanceView({
       registry,
       refreshMs: opts.heartbeatMs,
+      recoveryGraceMs: opts.leaseMs,
       log: this.log,
       clock,
       failed: () => metrics.registryErrors.inc({ call: "listInstances" }),
@@ -153,9 +154,17 @@ export class Fleet {
     return Math.max(1, Math.min(this.opts.agentRedundancy, this.instances.liveCount()));
   }
 
-  /** Hosted readiness: this instance holds its lease (agents or not) and is not draining. */
+  /**
+   * Hosted readiness: this instance holds its lease (agents or not) and is not draining. While
+   * the registry is unreachable, every instance's lease runs out at once and none can renew it:
+   * an instance that held its lease before the outage (and lost it to nobody) stays ready then,
+   * serving what it knows, rather than the whole fleet reporting unready together.
+   */
   ready(): boolean {
-    return !this.draining && this.keeper.held();
+    if (this.draining) return false;
+    const lease = this.keeper.state();
+    if (lease.held) return true;
+    return !lease.lost && lease.lastSuccessAt !== null && lease.consecutiveFailures > 0;
   }
 
   state(): FleetState {
@@ -217,15 +226,20 @@ export class Fleet {
     const row = this.rows.get(session);
     if (!row) return;
     this.rows.delete(session);
-    this.writer.released(row);
-    // The same agent may hold an older stream here still (it reconnected before that one
-    // ended): the row released was the newer stream's, so claim it again for the one left. (An
-    // older stream's release is fenced by the writer and leaves the newer row alone.)
+    // The same agent may hold another stream here still (it reconnected before that one ended,
+    // or it opened a duplicate that it closes as soon as it sees our serverID). If the stream
+    // that ended held the newer row, claim a new one for the stream left *instead of*
+    // releasing: a release first would delete the row in the table until the claim lands, and
+    // an agent's duplicates (every sync interval while it is short of servers) would make its
+    // row flap, and dials from other instances fail as "no agent". If it held the older row, its
+    // release is fenced by the writer and leaves the newer row alone.
     const { tenant, agentId } = session.info;
     const other = local.agents(tenant).find((s) => s !== session && s.info.agentId === agentId);
     const otherRow = other && this.rows.get(other);
     if (other && otherRow && otherRow.session < row.session) {
       this.rows.set(other, this.writer.claimed(tenant, agentId));
+      return;
     }
+    this.writer.released(row);
   }
 }

@@ -1,9 +1,16 @@
 /**
  * This instance's view of the fleet's leases, re-read every heartbeat interval: which instances
  * are alive, where their peer ports are, and how many there are (serverCount). Lookups are
- * synchronous; a failed read keeps the last view (an outage must not make the fleet look empty),
- * and liveness is judged at each lookup by the clock, so a lease that expires while the registry
- * is unreachable still stops counting on time.
+ * synchronous; a failed read keeps the last view (an outage must not make the fleet look empty).
+ * Liveness is judged at each lookup by the clock while the view is fresh, so a lease that expires
+ * stops counting on time; while the registry cannot be read it is judged as of the last good
+ * read (`judgeAt`). Without that, every lease would expire by the clock a lease duration into a
+ * DynamoDB outage (no instance can heartbeat then), routing would see no live owner anywhere and
+ * every dial needing a peer hop would fail as "no agent": the opposite of serving what is known.
+ * The same holds for `recoveryGraceMs` after the registry answers again: the other instances'
+ * leases all expired during the outage and each needs a heartbeat (and this view a re-read) to
+ * show it alive, and a dial in that gap must not find the fleet empty either.
+ * A peer that really dies meanwhile is still avoided: its peer link fails (PeerLinks marks it).
  */
 import { splitHostPort } from "../config/host-port.js";
 import type { Logger } from "../observability/logger.js";
@@ -17,6 +24,11 @@ export interface InstanceViewOptions {
   refreshMs: number;
   log: Logger;
   clock?: () => number;
+  /**
+   * After reads fail and then succeed again, leases are still judged as of the last read before
+   * the outage for this long: time for every live instance to heartbeat again (a lease duration).
+   */
+  recoveryGraceMs?: number;
   /** Told of each failed read (metrics). */
   failed?: (err: Error) => void;
 }
@@ -25,6 +37,12 @@ export class InstanceView {
   private leases = new Map<string, InstanceLease>();
   private timer: NodeJS.Timeout | undefined;
   private reading: Promise<void> | undefined;
+  /** When the last successful read started (ms, the clock), and whether reads fail since. */
+  private lastReadAt: number | null = null;
+  private failing = false;
+  /** Until when (the clock) leases are judged as of `judgedSince` after an outage. */
+  private graceUntil = 0;
+  private judgedSince = 0;
   private readonly clock: () => number;
   private stopped = false;
 
@@ -41,11 +59,19 @@ export class InstanceView {
   /** Re-reads now; concurrent calls share one read. Never throws. */
   refresh(): Promise<void> {
     this.reading ??= (async () => {
+      const startedAt = this.clock();
       try {
         const { items, unreadable } = await this.opts.registry.listInstances();
         this.leases = new Map(items.map((l) => [l.instanceId, l]));
+        if (this.failing && this.lastReadAt !== null) {
+          this.judgedSince = this.lastReadAt;
+          this.graceUntil = this.clock() + (this.opts.recoveryGraceMs ?? 0);
+        }
+        this.lastReadAt = startedAt;
+        this.failing = false;
         for (const err of unreadable) this.opts.log.warn({ err: err.message }, "skipped an unreadable lease");
       } catch (err) {
+        this.failing = true;
         this.opts.failed?.(err as Error);
         this.opts.log.warn(
           { err: (err as Error).message },
@@ -63,9 +89,19 @@ export class InstanceView {
     return this.leases;
   }
 
-  /** Instances alive and not draining now, by the last read and the clock. */
-  liveCount(): number {
+  /**
+   * The instant leases are judged at: now, or while reads fail (and for recoveryGraceMs after),
+   * when the last good read before the outage began: what was live then is taken as live.
+   */
+  judgeAt(): number {
+    if (this.failing && this.lastReadAt !== null) return this.lastReadAt;
     const now = this.clock();
+    return now < this.graceUntil ? this.judgedSince : now;
+  }
+
+  /** Instances alive and not draining, by the last read, judged at judgeAt(). */
+  liveCount(): number {
+    const now = this.judgeAt();
     let n = 0;
     for (const l of this.leases.values()) if (isLeaseLive(l, now)) n++;
     return n;

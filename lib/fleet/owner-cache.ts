@@ -19,7 +19,8 @@ export type RouteRead = "miss" | "refresh" | "not_here";
 
 export interface OwnerCacheOptions {
   registry: Pick<FleetRegistry, "ownersOf">;
-  instances: Pick<InstanceView, "all" | "refresh">;
+  /** The leases last read, their re-read, and the instant to judge them at (InstanceView.judgeAt; default now). */
+  instances: Pick<InstanceView, "all" | "refresh"> & Partial<Pick<InstanceView, "judgeAt">>;
   selfId: string;
   clock?: () => number;
   freshMs?: number;
@@ -105,7 +106,8 @@ export class OwnerCache {
 
   private liveOf(rows: readonly OwnerRow[], now: number): string[] {
     const ids = new Set<string>();
-    for (const row of liveOwners(rows, this.opts.instances.all(), now)) {
+    const at = this.opts.instances.judgeAt?.() ?? now;
+    for (const row of liveOwners(rows, this.opts.instances.all(), at)) {
       if (row.instanceId !== this.opts.selfId) ids.add(row.instanceId);
     }
     return [...ids];

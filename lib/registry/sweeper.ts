@@ -44,6 +44,8 @@ export class Sweeper extends EventEmitter {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<unknown> | undefined;
   private stopped = false;
+  /** When the registry last failed this sweeper (the clock), if ever. */
+  private failedAt: number | null = null;
 
   constructor(options: SweeperOptions) {
     super();
@@ -66,10 +68,24 @@ export class Sweeper extends EventEmitter {
     await this.running;
   }
 
-  /** One sweep. Throws RegistryUnavailableError if the leases cannot be listed. */
+  /**
+   * One sweep. Throws RegistryUnavailableError if the leases cannot be listed. Sweeps nothing
+   * until `graceMs` after its last failure: when the registry comes back from an outage, every
+   * lease in it has expired (nobody could heartbeat), and the live instances need a moment to
+   * renew theirs before anyone may take them for dead and delete their rows.
+   */
   async sweepOnce(): Promise<SweepReport> {
-    const listing = await this.registry.listInstances();
+    let listing: Awaited<ReturnType<FleetRegistry["listInstances"]>>;
+    try {
+      listing = await this.registry.listInstances();
+    } catch (err) {
+      this.failedAt = this.clock();
+      throw err;
+    }
     const unreadable = [...listing.unreadable];
+    if (this.failedAt !== null && this.clock() - this.failedAt < this.graceMs) {
+      return { instances: [], rows: 0, unreadable };
+    }
     const dead = sweepable(listing.items, this.clock(), this.graceMs).filter(
       (l) => l.instanceId !== this.instanceId,
     );

@@ -35,7 +35,12 @@ import { buildInstallListener } from "./listeners/install-listener.js";
 import { ListenerSet } from "./listeners/listener-set.js";
 import type { GatewayPolicy } from "./policy/gateway-policy.js";
 import { releasingOnCancel, releasingOnEnd, unlimitedQuotas } from "./policy/tenant-quotas.js";
-import { DRAIN_POLL_MS, REFUSAL_THROTTLE_COOLDOWN_MS, REFUSAL_THROTTLE_MAX_SOURCES } from "./timeouts.js";
+import {
+  DRAIN_POLL_MS,
+  DRAIN_SETTLE_MS,
+  REFUSAL_THROTTLE_COOLDOWN_MS,
+  REFUSAL_THROTTLE_MAX_SOURCES,
+} from "./timeouts.js";
 
 export interface GatewayAddresses {
   frontend: AddressInfo | null;
@@ -97,6 +102,13 @@ export class Gateway {
   private readonly directory: AgentDirectory;
   private readonly tracking: DialTrackerDeps;
   private accepting = true;
+  /** Set once close() began: from then on a dial is refused (ShuttingDownError). */
+  private closing = false;
+  /**
+   * Dials and tunnels open through this instance, whatever carries them: a tunnel to a local
+   * agent is also in its session's load, but one that left over a peer link is only here.
+   */
+  private openDials = 0;
   private readonly frontendSessions = new Set<GrpcFrontendSession>();
   private readonly listeners: ListenerSet;
   private readonly httpServers: RunningHttpServer[] = [];
@@ -190,14 +202,23 @@ export class Gateway {
   ): ReturnType<Dialer> {
     const tracker = new DialTracker(ctx, req, this.tracking);
     try {
-      // Streams and sockets accepted before shutdown began may still ask; they get a clear no.
-      if (!this.accepting) throw new ShuttingDownError();
+      // While draining, connections accepted before it began are still served (a dial on one is
+      // as much a part of "open work" as a tunnel); once closing, they get a clear no.
+      if (this.closing) throw new ShuttingDownError();
       const authorized = this.deps.policy.authorizeDial(ctx, req);
       // The tenant's tunnel slot and dial token; given back when the tunnel ends, however.
       // Its base window counts against the tenant's bytes in flight; growth draws on the rest.
-      const { release, windowBudget } = (this.deps.policy.quotas ?? unlimitedQuotas).acquireTunnel(
-        ctx.caller.tenant,
-      );
+      const quota = (this.deps.policy.quotas ?? unlimitedQuotas).acquireTunnel(ctx.caller.tenant);
+      const { windowBudget } = quota;
+      // Given back exactly once, when the tunnel ends or the dial fails or is cancelled.
+      this.openDials++;
+      let released = false;
+      const release = () => {
+        if (released) return;
+        released = true;
+        this.openDials--;
+        quota.release();
+      };
       try {
         const end = releasingOnEnd(tracker.frontend(frontend), release);
         const context = windowBudget ? { ...tracker.context, windowBudget } : tracker.context;
@@ -306,13 +327,19 @@ export class Gateway {
       this.accepting = false;
       this.deps.log.info({ activeTunnels: this.activeTunnels }, "shutting down: waiting for open tunnels");
       this.listeners.drain();
-      const deadline = Date.now() + this.opts.gracefulShutdownMs;
+      const drainStart = Date.now();
+      const deadline = drainStart + this.opts.gracefulShutdownMs;
       for (;;) {
         // An agent with nothing open here goes at once, to reconnect to another instance; the
         // others as soon as their last tunnel ends.
         for (const session of [...this.registry.all()])
           if (session.load === 0) session.close(new ShuttingDownError());
-        if (this.activeTunnels === 0 || Date.now() >= deadline) break;
+        // Done when nothing is open, no handshake of a connection accepted before the listeners
+        // closed is still under way, and those that finished have had DRAIN_SETTLE_MS to ask.
+        const settled =
+          Date.now() >= drainStart + DRAIN_SETTLE_MS && this.listeners.handshakesInProgress === 0;
+        const idle = this.activeTunnels === 0 && this.openDials === 0;
+        if ((idle && settled) || Date.now() >= deadline) break;
         await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
       }
     }
@@ -323,6 +350,7 @@ export class Gateway {
   close(): Promise<void> {
     this.closed ??= (async () => {
       this.accepting = false;
+      this.closing = true;
       for (const session of [...this.registry.all()]) session.close();
       for (const session of this.frontendSessions) session.abort();
       await Promise.all([this.listeners.close(), ...this.httpServers.map((h) => h.close())]);

@@ -37,5 +37,12 @@ export const REFUSAL_THROTTLE_MAX_SOURCES = 10_000;
 /** While shutting down, how often to check whether open tunnels have finished. */
 export const DRAIN_POLL_MS = 100;
 
+/**
+ * While shutting down, at least this long is given to connections accepted just before the
+ * listeners closed: their handshake and first request take milliseconds, and a dial they bring is
+ * served, not cut off (a rolling restart must fail no dial).
+ */
+export const DRAIN_SETTLE_MS = 500;
+
 /** Largest gRPC message accepted from a peer (upstream's servers take 16 MiB DATA packets too). */
 export const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;

@@ -70,7 +70,10 @@ describe("fleet options", () => {
   });
 
   it.each([
-    [["--peer-port=0", "--peer-cert=", "--peer-key=", "--peer-ca-cert="], "--registry-table needs --peer-port"],
+    [
+      ["--peer-port=0", "--peer-cert=", "--peer-key=", "--peer-ca-cert="],
+      "--registry-table needs --peer-port",
+    ],
     [["--tenant-store-dir=/srv/tenants"], "--tenant-store-dir cannot be used with --registry-table"],
     [["--registry-table=a b"], "is not a DynamoDB table name"],
     [

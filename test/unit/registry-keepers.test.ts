@@ -281,6 +281,28 @@ describe("Sweeper", () => {
     expect((await sweeper.sweepOnce()).instances).toEqual(["just-died"]);
   });
 
+  it("takes nobody for dead right after an outage, when every lease in the table looks expired", async () => {
+    let now = T0;
+    const sw = switchable(new MemoryRegistry({ clock: () => now }));
+    await sw.registry.heartbeat(lease("live", { heartbeatAt: T0 }));
+    await sw.registry.claim(row("acme", "agent-of-live", "live", { incarnation: 7 }));
+    const sweeper = new Sweeper({
+      registry: sw.registry,
+      instanceId: "me",
+      graceMs: 30_000,
+      clock: () => now,
+    });
+    sw.setDown(true);
+    now = T0 + 60_000; // a minute without DynamoDB: "live" could not heartbeat
+    await expect(sweeper.sweepOnce()).rejects.toMatchObject({ code: "ERR_STORE_UNAVAILABLE" });
+    sw.setDown(false);
+    expect(await sweeper.sweepOnce()).toEqual({ instances: [], rows: 0, unreadable: [] });
+    expect((await sw.registry.ownersOf("acme")).items).toHaveLength(1);
+    // Still not heartbeating a grace period after the registry came back: dead after all.
+    now += 30_000;
+    expect((await sweeper.sweepOnce()).instances).toEqual(["live"]);
+  });
+
   it("sweeps on its own, jittered, and reports failures without stopping", async () => {
     const sw = switchable(new MemoryRegistry());
     const sweeper = new Sweeper({ registry: sw.registry, instanceId: "me", intervalMs: 10 });

@@ -78,7 +78,7 @@ export class BackendRegistry extends EventEmitter<RegistryEvents> implements Age
    */
   dial(ctx: DialContext, req: DialRequest, frontend: FrontendEnd): DialHandle {
     const tenant = ctx.caller.tenant;
-    const connected = this.agents(tenant);
+    const connected = oldestPerAgent(this.agents(tenant));
     const answering = connected.every((a) => a.responsive)
       ? connected
       : connected.filter((a) => a.responsive);
@@ -94,4 +94,21 @@ export class BackendRegistry extends EventEmitter<RegistryEvents> implements Age
     ctx.observer?.routed(agent.info.agentId);
     return agent.dial(req, frontend, ctx);
   }
+}
+
+/**
+ * One session per agent id, the oldest: an agent short of servers keeps dialing the same address
+ * and closes a new stream as soon as it sees a server ID it already has, so the newer streams of
+ * an id are about to go and a dial sent on one would fail as "agent gone".
+ */
+function oldestPerAgent(sessions: readonly AgentSession[]): readonly AgentSession[] {
+  if (sessions.length < 2) return sessions;
+  const seen = new Set<string>();
+  const out: AgentSession[] = [];
+  for (const s of sessions) {
+    if (seen.has(s.info.agentId)) continue;
+    seen.add(s.info.agentId);
+    out.push(s);
+  }
+  return out.length === sessions.length ? sessions : out;
 }

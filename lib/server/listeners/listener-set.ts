@@ -20,6 +20,7 @@ export class ListenerSet {
   private readonly grpcServers: GrpcServer[] = [];
   private readonly watches: Http2PeerWatch[] = [];
   private readonly sockets = new SocketTracker();
+  private readonly gates: HandshakeGate[] = [];
 
   constructor(
     readonly log: Logger,
@@ -71,7 +72,7 @@ export class ListenerSet {
     this.track(server);
     const handshakes = this.metrics.tlsHandshakes.labels({ listener: name });
     const throttle = this.throttle?.enabled ? this.throttle : undefined;
-    new HandshakeGate(limits, {
+    const gate = new HandshakeGate(limits, {
       refused: (reason) => {
         this.metrics.rejectedConnections.inc({ listener: name, reason });
         this.log.debug(
@@ -83,7 +84,9 @@ export class ListenerSet {
       },
       admitSource: throttle && ((source) => throttle.admit(source)),
       changed: (inProgress) => handshakes.set(inProgress),
-    }).guard(server);
+    });
+    gate.guard(server);
+    this.gates.push(gate);
     server.on("tlsClientError", (err: Error, socket: TLSSocket) => {
       // Node reports a failed or timed-out handshake here and then leaves the socket open for
       // as long as the client likes: close it, or half-open handshakes pile up without bound.
@@ -94,6 +97,11 @@ export class ListenerSet {
       if (socket.remoteAddress !== undefined) this.throttle?.refused(sourceKey(socket.remoteAddress));
       this.log.debug({ listener: name, err: err.message }, "TLS handshake failed");
     });
+  }
+
+  /** TLS handshakes under way on every listener (shutdown waits for them). */
+  get handshakesInProgress(): number {
+    return this.gates.reduce((n, g) => n + g.inProgress, 0);
   }
 
   /** Stop accepting: listeners close, gRPC sessions get GOAWAY; open connections go on. */
