@@ -376,6 +376,13 @@ export const GrpcCode = {
   DATA_LOSS: 15,
 } as const;
 
+const GRPC_CODE_NAMES = new Map<number, string>(Object.entries(GrpcCode).map(([name, code]) => [code, name]));
+
+/** The name of a gRPC status code ("UNAUTHENTICATED"), as @grpc/grpc-js `status[code]` gives it. */
+export function grpcCodeName(code: number): string {
+  return GRPC_CODE_NAMES.get(code) ?? String(code);
+}
+
 const GRPC_STATUS: Record<ErrorCode, number> = {
   ERR_CONFIG: GrpcCode.INTERNAL,
   ERR_BAD_REQUEST: GrpcCode.INVALID_ARGUMENT,

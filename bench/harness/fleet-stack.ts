@@ -34,7 +34,7 @@ export interface BenchFleet {
   agent: Child;
 }
 
-async function startDynalite(ctx: StackContext): Promise<number> {
+export async function startDynalite(ctx: StackContext): Promise<number> {
   const child = new Child("dynalite", ctx.output.fileFor("dynalite"), NODE, [
     "--import",
     "tsx",
@@ -47,7 +47,7 @@ async function startDynalite(ctx: StackContext): Promise<number> {
 }
 
 /** `kgw tenant create` on the table; returns the agent token and the caller bundle's files. */
-async function createTenant(ctx: StackContext, env: Record<string, string>, gatewayPort: number) {
+export async function createTenant(ctx: StackContext, env: Record<string, string>, gatewayPort: number) {
   const dir = mkdtempSync(path.join(ctx.pki.dir, "fleet-tenant-"));
   const json = path.join(dir, "create.json");
   const child = new Child(

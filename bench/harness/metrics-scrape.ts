@@ -29,9 +29,3 @@ export function metric(text: string, name: string, label: string): number {
   }
   return sum;
 }
-
-/** The value of an unlabelled gauge (0 when absent). */
-export function gauge(text: string, name: string): number {
-  const line = text.split("\n").find((l) => l.startsWith(`${name} `));
-  return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : 0;
-}

@@ -11,7 +11,7 @@
  *     ended without one;
  *  3. on SIGTERM writes its counts as JSON to the result file and exits, which closes every
  *     connection it holds.
- * Every connection comes from `--source` (127.0.0.2): the noisy tenant's kube-apiserver is not
+ * Every connection comes from `--source` (127.0.0.3…): the noisy tenant's kube-apiserver is not
  * the quiet one's host, so the server's per-source limits (TLS handshakes in progress) apply to it
  * alone, as they would in a real deployment.
  */

@@ -108,6 +108,8 @@ export class RawProxyStream {
 
 export interface AgentStreams {
   count: number;
+  /** How many of them the server (or the network) has ended since they opened. */
+  ended(): number;
   close(): void;
 }
 
@@ -131,8 +133,10 @@ export async function openAgentStreams(
   if (opts.transport === "tunnel") return openTunnelAgents(pki, agentPort, opts);
   const sessions: ClientHttp2Session[] = [];
   const streams: ClientHttp2Stream[] = [];
+  const ended = { n: 0 };
   return openAll(
     opts,
+    ended,
     () => {
       for (const s of sessions) s.destroy();
     },
@@ -157,6 +161,7 @@ export async function openAgentStreams(
         { endStream: false },
       );
       stream.on("error", () => {});
+      stream.once("close", () => ended.n++);
       streams.push(stream);
       await withTimeout(
         new Promise<void>((resolve, reject) => {
@@ -178,6 +183,7 @@ const AGENT_STREAM_WAIT_MS = 30_000;
 /** Opens every agent (`openOne(i)`), closing all of them if one fails. */
 async function openAll(
   opts: { count: number; concurrency: number },
+  ended: { n: number },
   close: () => void,
   openOne: (i: number) => Promise<void>,
 ): Promise<AgentStreams> {
@@ -187,7 +193,7 @@ async function openAll(
     close();
     throw err;
   }
-  return { count: opts.count, close };
+  return { count: opts.count, ended: () => ended.n, close };
 }
 
 /** The same over kgw-tunnel/1: one TLS socket each, HELLO, then wait for WELCOME. */
@@ -197,8 +203,10 @@ async function openTunnelAgents(
   opts: { count: number; concurrency: number; idPrefix: string; token: string },
 ): Promise<AgentStreams> {
   const sockets: ReturnType<typeof tlsConnect>[] = [];
+  const ended = { n: 0 };
   return openAll(
     opts,
+    ended,
     () => {
       for (const s of sockets) s.destroy();
     },
@@ -213,6 +221,7 @@ async function openTunnelAgents(
         ALPNProtocols: [TUNNEL_ALPN],
       });
       socket.on("error", () => {});
+      socket.once("close", () => ended.n++);
       sockets.push(socket);
       await withTimeout(once(socket, "secureConnect"), AGENT_STREAM_WAIT_MS, "agent TLS handshake");
       if (socket.alpnProtocol !== TUNNEL_ALPN) throw new Error(`server chose ALPN ${socket.alpnProtocol}`);

@@ -23,6 +23,11 @@ export type StackContext = Pick<BenchContext, "pki" | "scope" | "output"> & {
   options: Pick<BenchContext["options"], "profileDir">;
   /** Extra environment for our processes (the soak's heap probe). */
   childEnv?: Record<string, string>;
+  /**
+   * Told as soon as a server process is spawned, before it listens, with its agent port (the
+   * scale scenario times how long it takes to listen).
+   */
+  onServerSpawn?: (server: Child, agentPort: number) => void;
 };
 
 export const NODE = process.execPath;
@@ -209,6 +214,7 @@ export async function startKgwServer(ctx: StackContext, tenancy?: KgwTenancy): P
     // Tenant mode refuses the drop-in's token: agents' tokens come from the store.
     { ...(tenancy ? {} : { KGW_AGENT_TOKEN: AGENT_TOKEN }), ...ctx.childEnv },
   );
+  ctx.onServerSpawn?.(server, agentPort);
   // Profiles are written at a normal exit: give the graceful shutdown time to finish.
   ctx.scope.defer(() => server.stop(8000));
   const stack: TunnelStack = {
@@ -329,6 +335,7 @@ export async function startUpstream(
     `--health-bind-address=${LOOPBACK}`,
     ...UPSTREAM_LOG_FLAGS,
   ]);
+  ctx.onServerSpawn?.(server, agentPort);
   ctx.scope.defer(() => server.stop());
   const stack: TunnelStack = {
     label,

@@ -87,6 +87,7 @@ function formatNumber(value: number, unit: Unit): string {
     case "MB/s":
       return value >= 100 ? group(value) : value >= 10 ? value.toFixed(1) : value.toFixed(2);
     case "ms":
+    case "ms/s":
       return value >= 100
         ? group(value)
         : value >= 10

@@ -9,7 +9,18 @@ import type { Scope } from "./scope.js";
 import type { UpstreamBinaries } from "./upstream.js";
 
 /** MB/s is 10^6 bytes per second; KiB is 1024 bytes. */
-export type Unit = "MB/s" | "ms" | "dials/s" | "conns/s" | "KiB" | "%" | "µs/MB" | "req/s" | "req/dial";
+export type Unit =
+  | "MB/s"
+  | "ms"
+  /** CPU time per second of wall time (ms of CPU per s): 1,000 ms/s is one core. */
+  | "ms/s"
+  | "dials/s"
+  | "conns/s"
+  | "KiB"
+  | "%"
+  | "µs/MB"
+  | "req/s"
+  | "req/dial";
 
 /** Which way is good for a row: throughput up, latency and memory down. */
 export type Better = "higher" | "lower";

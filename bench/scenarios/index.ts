@@ -10,6 +10,8 @@ import { fairness } from "./fairness.js";
 import { headOfLine } from "./head-of-line.js";
 import { memory } from "./memory.js";
 import { peerHop } from "./peer-hop.js";
+import { rehome } from "./rehome.js";
+import { scale } from "./scale.js";
 import { throughput, wan } from "./throughput.js";
 
 export const SCENARIOS: readonly Scenario[] = [
@@ -20,5 +22,7 @@ export const SCENARIOS: readonly Scenario[] = [
   headOfLine,
   fairness,
   peerHop,
+  rehome,
   memory,
+  scale,
 ];

@@ -69,7 +69,7 @@ interface PendingDial {
   startedAt: bigint;
 }
 
-export class BackendDialer extends EventEmitter<{ closed: []; load: [load: number] }> {
+export class BackendDialer extends EventEmitter<{ closed: []; load: [load: number]; serverDraining: [] }> {
   private readonly pending = new Map<bigint, PendingDial>();
   private readonly conns = new Map<bigint, EndpointConnection>();
   /** Closed by the server, still flushing towards the backend; destroyed if the stream ends. */
@@ -171,8 +171,13 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
         // Unknown connection: closed while the credit was in flight. Nothing to do.
         this.conns.get(packet.connectId)?.replenish(Number(packet.bytes));
         return;
+      case PacketType.DRAIN:
+        // The server is shutting down (drain advice, lib/tunnel/drain-advice.ts): our owner moves
+        // to another server; the connections open here go on until they end.
+        this.emit("serverDraining");
+        return;
       default:
-        // DIAL_RSP, CLOSE_RSP, DRAIN and unknown types mean nothing to an agent. Upstream logs
+        // DIAL_RSP, CLOSE_RSP and unknown types mean nothing to an agent. Upstream logs
         // and carries on; dropping the stream would hurt every connection on it.
         this.opts.log.debug({ packetType: packetTypeName(packet) }, "ignoring unexpected packet from server");
     }

@@ -14,6 +14,12 @@
  * Target count: the highest serverCount announced by the servers currently connected (1 when
  * none). Counting only live servers lets the target shrink after a scale-down; upstream instead
  * keeps the count from the most recent new server.
+ *
+ * A server that sends DRAIN (it is shutting down; lib/tunnel/drain-advice.ts) is retired: it no
+ * longer counts towards the target, so a replacement is dialed at once through the same address
+ * (behind a load balancer, another instance; a closed listener fails and backs off as usual),
+ * while the tunnels already open on it go on. It is closed once they are done, or when the
+ * server closes it: make-before-break.
  */
 import { EventEmitter } from "node:events";
 import type { AgentMetrics } from "../metrics/agent-metrics.js";
@@ -25,6 +31,7 @@ export interface ServerLink {
   readonly serverId: string;
   readonly serverCount: number;
   readonly load: number;
+  /** Sends DRAIN to the server (the agent is going away). */
   drain(): void;
   /** Closes at once. */
   close(reason: string): void;
@@ -32,6 +39,8 @@ export interface ServerLink {
   end(reason: string): Promise<void>;
   on(event: "closed", listener: (reason: string) => void): unknown;
   on(event: "load", listener: (load: number) => void): unknown;
+  /** The server sent DRAIN: it is shutting down (drain advice). */
+  on(event: "serverDraining", listener: () => void): unknown;
 }
 
 export interface ClientSetOptions {
@@ -47,6 +56,8 @@ export interface ClientSetOptions {
 
 export interface ClientSetState {
   connectedServers: string[];
+  /** Servers that sent DRAIN, still carrying tunnels opened before; not in connectedServers. */
+  drainingServers: string[];
   targetServerCount: number;
   draining: boolean;
   stopped: boolean;
@@ -56,6 +67,8 @@ export interface ClientSetState {
 
 export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; load: [load: number] }> {
   private readonly links = new Map<string, ServerLink>();
+  /** Retired on the server's DRAIN: serving their open tunnels until these end; by serverID. */
+  private readonly retiring = new Map<string, ServerLink>();
   private readonly backoff: Backoff;
   private timer: NodeJS.Timeout | undefined;
   /** The connect attempt in flight, if any; at most one at a time. */
@@ -79,7 +92,7 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
   }
 
   get ready(): boolean {
-    return this.links.size > 0;
+    return this.links.size > 0 || this.retiring.size > 0;
   }
 
   get targetServerCount(): number {
@@ -91,12 +104,14 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
   get load(): number {
     let load = 0;
     for (const link of this.links.values()) load += link.load;
+    for (const link of this.retiring.values()) load += link.load;
     return load;
   }
 
   state(): ClientSetState {
     return {
       connectedServers: [...this.links.keys()],
+      drainingServers: [...this.retiring.keys()],
       targetServerCount: this.targetServerCount,
       draining: this.draining,
       stopped: this.stopped,
@@ -109,7 +124,7 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
     if (this.draining || this.stopped) return;
     this.draining = true;
     this.cancelTimer();
-    for (const link of this.links.values()) link.drain();
+    for (const link of [...this.links.values(), ...this.retiring.values()]) link.drain();
     this.changed();
   }
 
@@ -123,7 +138,7 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
     if (!this.stopped) {
       this.stopped = true;
       this.cancelTimer();
-      ending = [...this.links.values()].map((link) => link.end("agent stopping"));
+      ending = [...this.links.values(), ...this.retiring.values()].map((link) => link.end("agent stopping"));
       this.changed();
     }
     await Promise.all([...ending, this.attempting]);
@@ -170,9 +185,10 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
       link.close(this.stopped ? "agent stopping" : "agent draining");
       return;
     }
-    if (this.links.has(link.serverId)) {
+    if (this.links.has(link.serverId) || this.retiring.has(link.serverId)) {
+      // Already held, or draining (it would only send us away again).
       this.opts.metrics.serverConnectAttempts.inc({ outcome: "duplicate" });
-      link.close("duplicate server");
+      link.close(this.links.has(link.serverId) ? "duplicate server" : "server draining");
       this.nextDelayMs = this.backoff.next();
       this.opts.log.debug(
         { serverId: link.serverId, retryInMs: this.nextDelayMs },
@@ -193,8 +209,20 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
       { serverId, serverCount: link.serverCount, connected: this.links.size },
       "connected to proxy server",
     );
-    link.on("load", () => this.emit("load", this.load));
+    link.on("load", (load) => {
+      this.emit("load", this.load);
+      if (load === 0 && this.retiring.get(serverId) === link) link.close("server drained");
+    });
+    link.on("serverDraining", () => this.retire(link));
     link.on("closed", (reason) => {
+      if (this.retiring.get(serverId) === link) {
+        // Retired earlier; its replacement was dialed then.
+        this.retiring.delete(serverId);
+        this.opts.log.info({ serverId, reason }, "closed the connection to a drained proxy server");
+        this.changed();
+        this.emit("load", this.load);
+        return;
+      }
       if (this.links.get(serverId) !== link) return;
       this.links.delete(serverId);
       this.opts.log.info({ serverId, reason, connected: this.links.size }, "lost proxy server");
@@ -203,6 +231,25 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
       this.schedule(this.backoff.next());
     });
     this.changed();
+  }
+
+  /**
+   * The server is draining: it stops counting, a replacement is dialed now, and the connection
+   * goes once its tunnels are done (at once when it has none).
+   */
+  private retire(link: ServerLink): void {
+    const { serverId } = link;
+    if (this.links.get(serverId) !== link) return;
+    this.links.delete(serverId);
+    this.retiring.set(serverId, link);
+    this.opts.log.info(
+      { serverId, load: link.load, connected: this.links.size },
+      "proxy server is draining; connecting to another",
+    );
+    this.changed();
+    if (link.load === 0) link.close("server drained");
+    // Right away: the server asked us to move, and nothing failed that would call for a backoff.
+    this.schedule(0);
   }
 
   private changed(): void {

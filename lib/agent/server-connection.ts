@@ -18,6 +18,7 @@ import type { AgentMetrics } from "../metrics/agent-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import { BEARER_PREFIX, Header } from "../proto/headers.js";
 import { headerValues } from "../transport/tunnel-handshake.js";
+import { DRAIN_HEADER, DRAIN_V1 } from "../tunnel/drain-advice.js";
 import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../tunnel/flow-control.js";
 import { BackendDialer, type BackendDialerOptions } from "./backend-dialer.js";
 import type { ServerEndpoint } from "./server-endpoint.js";
@@ -67,7 +68,11 @@ async function openStream(endpoint: ServerEndpoint, md: HeaderMap, deps: ServerC
   return openGrpcStream(endpoint.grpc, md, timeoutMs);
 }
 
-export class ServerConnection extends EventEmitter<{ closed: [reason: string]; load: [load: number] }> {
+export class ServerConnection extends EventEmitter<{
+  closed: [reason: string];
+  load: [load: number];
+  serverDraining: [];
+}> {
   readonly serverId: string;
   /** As the server announced it; at least 1. */
   readonly serverCount: number;
@@ -75,6 +80,8 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string]; l
   private readonly log: Logger;
   private readonly probe: NodeJS.Timeout;
   private closedReason: string | null = null;
+  /** The server sent DRAIN: it is shutting down, and new dials will not come this way. */
+  serverDraining = false;
   /** Settles when the stream is over, whoever ended it. */
   private readonly over: Promise<void>;
 
@@ -88,6 +95,9 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string]; l
     md[FLOW_CONTROL_HEADER] = [CREDIT_FLOW_V1];
     // Ask for each dial's egress policy, to judge what names resolve to (lib/egress/egress-wire.ts).
     md[EGRESS_HEADER] = [EGRESS_V1];
+    // Ask to be sent DRAIN when the server shuts down, to move before the stream is cut
+    // (lib/tunnel/drain-advice.ts).
+    md[DRAIN_HEADER] = [DRAIN_V1];
 
     const opened = await openStream(endpoint, md, deps);
     const serverId = single(opened.headers, Header.serverId);
@@ -121,6 +131,12 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string]; l
       metrics: deps.metrics,
     });
     this.dialer.on("load", (load) => this.emit("load", load));
+    this.dialer.on("serverDraining", () => {
+      if (this.serverDraining || this.closedReason !== null) return;
+      this.serverDraining = true;
+      this.log.info({ load: this.load }, "server is draining; moving to another server");
+      this.emit("serverDraining");
+    });
     this.dialer.once("closed", () => this.close("stream closed"));
     opened.onEnd((end) => this.onStreamEnd(end));
     this.over = new Promise((resolve) => opened.onEnd(() => resolve()));

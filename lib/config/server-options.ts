@@ -133,6 +133,15 @@ export const SERVER_FLAGS = defineFlags({
     default: 64,
     help: "TLS handshakes in progress from one source address (IPv6: one /64) per listener (0: no limit).",
   },
+  "max-tls-handshake-rate": {
+    kind: "int",
+    // About 1 ms of CPU for the handshake and 2.2 ms for a whole agent registration, on the one
+    // thread that serves everything: 300 a second keeps the handshakes of a reconnect storm to a third to
+    // half of that thread, about what one instance sustains of CONNECT dials (4.4 ms each) besides
+    // (docs/CONFIGURATION.md, docs/PERFORMANCE.md).
+    default: 300,
+    help: "New TLS handshakes a second per listener (a token bucket holding one second's worth); connections over it are reset before TLS and clients retry with their backoff (0: no limit).",
+  },
   "refusal-throttle-threshold": {
     kind: "int",
     default: 20,
@@ -300,7 +309,7 @@ export interface ServerOptions {
     livenessTimeoutMs: number;
   };
   /** Per TLS listener (lib/transport/handshake-gate.ts). */
-  handshakes: { timeoutMs: number; maxInProgress: number; maxPerSource: number };
+  handshakes: { timeoutMs: number; maxInProgress: number; maxPerSource: number; maxNewPerSecond: number };
   /** Sources that keep being refused (lib/transport/refusal-throttle.ts); threshold 0: off. */
   refusalThrottle: { threshold: number; handshakesPerSecond: number };
   admin: { port: number; host: string };
@@ -439,6 +448,7 @@ export function parseServerOptions(
   for (const name of [
     "max-tls-handshakes",
     "max-tls-handshakes-per-source",
+    "max-tls-handshake-rate",
     "refusal-throttle-threshold",
   ] as const) {
     if (f[name] < 0) throw new ConfigError(`--${name} must not be negative`);
@@ -481,6 +491,7 @@ export function parseServerOptions(
         timeoutMs: f["tls-handshake-timeout"],
         maxInProgress: f["max-tls-handshakes"],
         maxPerSource: f["max-tls-handshakes-per-source"],
+        maxNewPerSecond: f["max-tls-handshake-rate"],
       },
       refusalThrottle: {
         threshold: f["refusal-throttle-threshold"],

@@ -12,13 +12,13 @@
 import type { AddressInfo } from "node:net";
 import type { ServerOptions } from "../config/server-options.js";
 import { ShuttingDownError } from "../errors.js";
-import { buildPeerListener } from "../fleet/peer/peer-listener.js";
 import { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import { sourceKey } from "../transport/handshake-gate.js";
 import { metricsRoute, type RunningHttpServer, startHttpServer } from "../transport/http-endpoints.js";
 import { listenTcp } from "../transport/listen.js";
 import { RefusalThrottle } from "../transport/refusal-throttle.js";
+import { TokenBucket } from "../transport/token-bucket.js";
 import { openAuditLog } from "./audit/audit-log.js";
 import { type AuditSink, discardAudit } from "./audit/audit-sink.js";
 import { DialTracker, type DialTrackerDeps } from "./audit/dial-tracker.js";
@@ -38,6 +38,7 @@ import { releasingOnCancel, releasingOnEnd, unlimitedQuotas } from "./policy/ten
 import {
   DRAIN_POLL_MS,
   DRAIN_SETTLE_MS,
+  IDLE_PROBES_PER_SECOND,
   REFUSAL_THROTTLE_COOLDOWN_MS,
   REFUSAL_THROTTLE_MAX_SOURCES,
 } from "./timeouts.js";
@@ -109,6 +110,11 @@ export class Gateway {
    * agent is also in its session's load, but one that left over a peer link is only here.
    */
   private openDials = 0;
+  /** Periodic liveness probes of all agents together (IDLE_PROBES_PER_SECOND). */
+  private readonly idleProbes = new TokenBucket({
+    ratePerSecond: IDLE_PROBES_PER_SECOND,
+    burst: IDLE_PROBES_PER_SECOND,
+  });
   private readonly frontendSessions = new Set<GrpcFrontendSession>();
   private readonly listeners: ListenerSet;
   private readonly httpServers: RunningHttpServer[] = [];
@@ -265,6 +271,7 @@ export class Gateway {
         registry: this.registry,
         accepting: () => this.accepting,
         ...(deps.fleet ? { serverCount: () => deps.fleet!.serverCount() } : {}),
+        mayProbe: () => this.idleProbes.take(),
         log: deps.log,
         metrics,
       },
@@ -298,8 +305,14 @@ export class Gateway {
       install: await this.listenInstall(),
       health: health.address,
       admin: admin.address,
+      // Loaded only for a fleet: the peer listener's certificate code (lib/pki/, @peculiar/x509)
+      // took about 220 ms of a drop-in server's start-up (docs/PERFORMANCE.md, `scale`).
       peer: opts.peer
-        ? await buildPeerListener(this.listeners, opts, { dialer: this.dialLocal, log: deps.log, metrics })
+        ? await (await import("../fleet/peer/peer-listener.js")).buildPeerListener(this.listeners, opts, {
+            dialer: this.dialLocal,
+            log: deps.log,
+            metrics,
+          })
         : null,
     };
   }
@@ -318,7 +331,8 @@ export class Gateway {
 
   /**
    * Graceful stop: refuse new work, let open tunnels finish within --graceful-shutdown-timeout,
-   * then close everything. Agents see their stream end and reconnect to another instance.
+   * then close everything. Our agents are sent DRAIN first and reconnect to another instance
+   * while their tunnels here finish; the others see their stream end and reconnect then.
    */
   async shutdown(): Promise<void> {
     if (this.accepting) {
@@ -327,6 +341,11 @@ export class Gateway {
       this.accepting = false;
       this.deps.log.info({ activeTunnels: this.activeTunnels }, "shutting down: waiting for open tunnels");
       this.listeners.drain();
+      // Our agents that asked for it are told to move now, while their tunnels here go on
+      // (make-before-break); upstream agents see their stream closed, as upstream does.
+      let advised = 0;
+      for (const session of this.registry.all()) if (session.adviseDrain()) advised++;
+      if (advised > 0) this.deps.log.info({ agents: advised }, "advised agents to reconnect elsewhere");
       const drainStart = Date.now();
       const deadline = drainStart + this.opts.gracefulShutdownMs;
       for (;;) {

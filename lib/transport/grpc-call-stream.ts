@@ -27,6 +27,7 @@ import {
 } from "../proto/grpc-http2.js";
 import { type Packet, PacketType } from "../proto/packet.js";
 import { DecodingPacketStream } from "./decoding-packet-stream.js";
+import type { PeerActivity } from "./http2-peer-watch.js";
 
 /** Bytes queued in the stream before `write` reports backpressure: one credit chunk and change. */
 export const CALL_WRITE_HIGH_WATER_BYTES = 512 * 1024;
@@ -42,11 +43,16 @@ export interface GrpcCallStreamOptions {
   highWaterMark?: number;
   /** Custom metadata for the response headers (AgentService's serverID, serverCount). */
   metadata?: Readonly<Record<string, readonly string[]>> | undefined;
+  /** Told of every write and read of the call (the session's peer watch, http2-peer-watch.ts). */
+  activity?: PeerActivity | undefined;
 }
+
+const NO_ACTIVITY: PeerActivity = { active: () => {}, pingSent: () => () => {} };
 
 export class GrpcCallStream extends DecodingPacketStream {
   private readonly decoder: GrpcMessageDecoder;
   private status: { code: number; message: string } = { code: GrpcCode.OK, message: "" };
+  private readonly activity: PeerActivity;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
@@ -54,8 +60,11 @@ export class GrpcCallStream extends DecodingPacketStream {
   ) {
     super(stream, opts.highWaterMark ?? CALL_WRITE_HIGH_WATER_BYTES);
     this.decoder = new GrpcMessageDecoder(opts.maxMessageBytes);
+    this.activity = opts.activity ?? NO_ACTIVITY;
     stream.respond({ ...opts.metadata, ...GRPC_RESPONSE_HEADERS }, { waitForTrailers: true });
+    this.activity.active();
     stream.on("wantTrailers", () => {
+      this.activity.active();
       const { code, message } = this.status;
       stream.sendTrailers(
         message
@@ -72,6 +81,8 @@ export class GrpcCallStream extends DecodingPacketStream {
       // Once the call has failed, input is read and dropped: Node destroys a stream closed
       // with NO_ERROR only after its readable side has been consumed, so unread data would
       // keep a finished call (and its session) open.
+      // Read: Node answers with WINDOW_UPDATEs by itself.
+      this.activity.active();
       if (this.failed) return;
       this.decoder.push(chunk);
       this.flush();
@@ -86,6 +97,7 @@ export class GrpcCallStream extends DecodingPacketStream {
 
   write(packet: Packet, cb?: (err?: Error | null) => void): boolean {
     const s = this.stream;
+    this.activity.active();
     if (packet.type === PacketType.DATA && packet.error === "") {
       const n = packet.data.byteLength;
       const header = encodeDataPacketHeader(packet.connectId, n, MESSAGE_PREFIX_BYTES);
@@ -108,18 +120,24 @@ export class GrpcCallStream extends DecodingPacketStream {
   probe(answered: () => void): void {
     const session = this.stream.session;
     if (!session || session.closed) return;
+    // The peer watch looks at the session only if this goes unanswered (an idle agent's
+    // periodic probe costs it nothing).
+    const watched = this.activity.pingSent();
     try {
       // Node answers a PING from its own read loop; the ack proves the peer's process runs.
       session.ping((err) => {
+        watched(!err);
         if (!err) answered();
       });
     } catch {
       // Too many PINGs outstanding, or the session is closing: no answer is the answer.
+      watched(false);
     }
   }
 
   /** Ends the call with status OK, after everything written. */
   end(): void {
+    this.activity.active();
     if (!this.stream.writableEnded) this.stream.end();
   }
 
@@ -128,6 +146,7 @@ export class GrpcCallStream extends DecodingPacketStream {
    * (a caller not reading), the stream is reset instead: the status would wait behind it.
    */
   fail(err: Error): void {
+    this.activity.active();
     this.failed = true;
     this.stream.resume(); // drain and drop what the caller still sends (see the "data" handler)
     if (this.stream.writableEnded || this.stream.destroyed) return;
@@ -141,6 +160,7 @@ export class GrpcCallStream extends DecodingPacketStream {
 
   /** Resets the stream (RST_STREAM CANCEL): the caller sees the call cancelled. */
   destroy(_err?: Error): void {
+    this.activity.active();
     this.failed = true;
     if (this.stream.destroyed) return;
     // A stream already closed (reset by either side) may still wait for its readable side to

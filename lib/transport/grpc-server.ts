@@ -31,6 +31,7 @@ import { DeadlineExceededError, GrpcCode } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import { encodeGrpcMessage, parseGrpcTimeout } from "../proto/grpc-http2.js";
 import { GRPC_RESPONSE_HEADERS, GrpcCallStream } from "./grpc-call-stream.js";
+import type { PeerActivity } from "./http2-peer-watch.js";
 import { HTTP2_CONNECTION_WINDOW_BYTES, HTTP2_STREAM_WINDOW_BYTES } from "./http2-windows.js";
 import { peerCloseKind } from "./peer-close.js";
 
@@ -58,8 +59,13 @@ export interface GrpcServerOptions {
   keepaliveTimeoutMs: number;
   /** A connection with no call this long after it was accepted is closed; 0 disables. */
   firstCallTimeoutMs: number;
-  /** Told of every new session and the transport it runs on (the peer watch). */
-  onSession?: (session: ServerHttp2Session, transport: Duplex) => void;
+  /**
+   * Told of every new session and the transport it runs on (the peer watch). What it returns is
+   * told of every write and read the server makes on that session (http2-peer-watch.ts), so that
+   * an idle session costs nothing.
+   */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a listener that only looks returns nothing
+  onSession?: (session: ServerHttp2Session, transport: Duplex) => PeerActivity | void;
   log: Logger;
 }
 
@@ -85,6 +91,8 @@ export class GrpcServer {
   private readonly sessions = new Set<ServerHttp2Session>();
   /** The connection under each session, as handed to `accept` (Node's `session.socket` is a proxy). */
   private readonly transports = new WeakMap<Http2Session, Duplex>();
+  /** What `onSession` returned for each session: told of the server's writes and reads. */
+  private readonly activity = new WeakMap<Http2Session, PeerActivity>();
   /** The transport being handed to Node right now (it creates the session synchronously). */
   private accepting: Duplex | null = null;
   private draining = false;
@@ -121,7 +129,10 @@ export class GrpcServer {
   /** GOAWAY on every session: calls in flight go on, new calls and connections are refused. */
   drain(): void {
     this.draining = true;
-    for (const s of this.sessions) s.close();
+    for (const s of this.sessions) {
+      s.close();
+      this.activity.get(s)?.active();
+    }
   }
 
   /** Ends every session now. */
@@ -144,7 +155,8 @@ export class GrpcServer {
       this.transports.set(session, transport);
       this.keepalive(session, transport);
       this.expectFirstCall(session, transport);
-      this.opts.onSession?.(session, transport);
+      const activity = this.opts.onSession?.(session, transport);
+      if (activity) this.activity.set(session, activity);
     }
   }
 
@@ -170,17 +182,23 @@ export class GrpcServer {
         this.opts.log.info({ keepaliveTimeoutMs }, "closing an HTTP/2 connection: no keepalive answer");
         transport.destroy();
       }, keepaliveTimeoutMs).unref();
+      const watched = this.activity.get(session)?.pingSent();
       try {
         // Called with an error when the session closes first: the deadline goes either way.
-        session.ping(() => clearTimeout(deadline));
+        session.ping((err) => {
+          clearTimeout(deadline);
+          watched?.(!err);
+        });
       } catch {
         clearTimeout(deadline); // closing already
+        watched?.(false);
       }
     }, keepaliveMs).unref();
     session.once("close", () => clearInterval(timer));
   }
 
   private onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+    const activity = stream.session ? this.activity.get(stream.session) : undefined;
     stream.on("error", (err) => {
       // A peer that left is logged once, by its session.
       if (!peerCloseKind(err)) this.opts.log.debug({ err: err.message }, "HTTP/2 stream error");
@@ -222,7 +240,11 @@ export class GrpcServer {
       transport: this.transportOf(stream),
       accept: (metadata) => {
         once();
-        const call = new GrpcCallStream(stream, { maxMessageBytes: this.opts.maxMessageBytes, metadata });
+        const call = new GrpcCallStream(stream, {
+          maxMessageBytes: this.opts.maxMessageBytes,
+          metadata,
+          activity,
+        });
         if (deadlineMs !== null) {
           const cancel = afterMs(deadlineMs, () => call.fail(new DeadlineExceededError(deadlineMs)));
           stream.once("close", cancel);

@@ -15,15 +15,25 @@
  */
 import { isIPv6, type Socket } from "node:net";
 import type { TLSSocket, Server as TlsServer } from "node:tls";
+import { TokenBucket } from "./token-bucket.js";
 
 export interface HandshakeLimits {
   /** Handshakes in progress on the listener; 0 means no limit. */
   maxInProgress: number;
   /** Handshakes in progress from one source address (IPv6: one /64); 0 means no limit. */
   maxPerSource: number;
+  /**
+   * New handshakes started per second on the listener (a token bucket holding one second's
+   * worth); 0 or absent means no limit. Bounds the CPU a reconnect storm takes (token-bucket.ts).
+   */
+  maxNewPerSecond?: number;
 }
 
-export type HandshakeRefusal = "handshakes_in_progress" | "handshakes_per_source" | "source_throttled";
+export type HandshakeRefusal =
+  | "handshakes_in_progress"
+  | "handshakes_per_source"
+  | "source_throttled"
+  | "handshake_rate";
 
 /** The key a source is counted under: the IPv4 address, or the first 64 bits of an IPv6 one. */
 export function sourceKey(address: string): string {
@@ -56,6 +66,8 @@ export class HandshakeGate {
   private readonly bySource = new Map<string, number>();
   /** "address:port" of each counted connection → its release; a TCP peer is unique per listener. */
   private readonly open = new Map<string, () => void>();
+  /** New handshakes per second (limits.maxNewPerSecond); null without a limit. */
+  private readonly rate: TokenBucket | null;
 
   constructor(
     private readonly limits: HandshakeLimits,
@@ -69,7 +81,18 @@ export class HandshakeGate {
       /** The number of handshakes in progress changed (for a gauge). */
       changed?(inProgress: number): void;
     },
-  ) {}
+    now?: () => number,
+  ) {
+    const perSecond = limits.maxNewPerSecond ?? 0;
+    this.rate =
+      perSecond > 0
+        ? new TokenBucket({
+            ratePerSecond: perSecond,
+            burst: Math.max(1, perSecond),
+            ...(now ? { now } : {}),
+          })
+        : null;
+  }
 
   /** Handshakes under way right now. */
   get inProgress(): number {
@@ -94,6 +117,8 @@ export class HandshakeGate {
     if (maxInProgress > 0 && this.total >= maxInProgress) refusal = "handshakes_in_progress";
     else if (maxPerSource > 0 && fromSource >= maxPerSource) refusal = "handshakes_per_source";
     else if (this.hooks.admitSource && !this.hooks.admitSource(source)) refusal = "source_throttled";
+    // Last, so that only a connection that is otherwise admitted takes a token.
+    else if (this.rate && !this.rate.take()) refusal = "handshake_rate";
     if (refusal) {
       this.hooks.refused(refusal);
       // Nothing to say to a client before TLS; the TLS layer above sees the reset and lets go.

@@ -4,7 +4,7 @@
  */
 import { parseServerOptions, serverHelp } from "../../lib/config/server-options.js";
 import { GatewayError } from "../../lib/errors.js";
-import { type HostedParts, startFleet } from "../../lib/fleet/start-fleet.js";
+import type { HostedParts } from "../../lib/fleet/start-fleet.js";
 import { ServerMetrics } from "../../lib/metrics/server-metrics.js";
 import { createLogger } from "../../lib/observability/logger.js";
 import { AUDIT_STDOUT, type AuditLog, openAuditLog } from "../../lib/server/audit/audit-log.js";
@@ -33,7 +33,11 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     const metrics = new ServerMetrics();
     const auditLog = parsed.options.auditLog;
     audit = auditLog ? await openAuditLog(auditLog, { log, metrics }) : undefined;
-    hosted = parsed.options.fleet ? await startFleet(parsed.options, { log, metrics }) : undefined;
+    // The fleet (and with it the AWS SDK) is loaded only when asked for: a drop-in server starts
+    // listening sooner without it.
+    hosted = parsed.options.fleet
+      ? await (await import("../../lib/fleet/start-fleet.js")).startFleet(parsed.options, { log, metrics })
+      : undefined;
     const policy = await openPolicy(parsed.options, log, metrics, hosted?.client);
     gateway = await Gateway.start(parsed.options, { log, policy, metrics, audit, fleet: hosted?.fleet });
   } catch (err) {

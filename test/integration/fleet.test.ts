@@ -42,6 +42,8 @@ const TENANTS = ["acme", "globex"] as const;
  */
 const OUTAGE_MS = 30_000;
 type TenantId = (typeof TENANTS)[number];
+/** How long the rolling restart's front keeps an instance out before SIGTERM (see the test). */
+const DEREGISTRATION_MS = 300;
 
 let pki: TestPki;
 let dynamo: LocalDynamo;
@@ -354,18 +356,29 @@ describe("a fleet of three", () => {
   it("rolls all three instances one at a time under continuous dialing with no failed dial", async () => {
     const held = () => agents.every((a) => a.agent.state().connectedServers.length === 2);
     await waitUntil(held, 10_000, "each agent on two instances");
-    // The callers' load balancer: every instance, those refusing connections skipped.
-    const front = await startTcpFront(() => fleet.map((f) => f.ports.agent));
+    // The callers' load balancer: every registered instance, those refusing connections skipped.
+    // As ECS does in a rolling deployment (docs/DEPLOY.md), an instance leaves it before it gets
+    // SIGTERM: closing a listener resets the connections still in its accept queue, which no
+    // server can answer, so the balancer must stop sending first.
+    const deregistered = new Set<string>();
+    const front = await startTcpFront(() =>
+      fleet.filter((f) => !deregistered.has(f.id)).map((f) => f.ports.agent),
+    );
     const dials = dialContinuously(() => front.port);
     try {
       await waitUntil(() => dials.records.length >= 20, 10_000, "dials before the roll");
       const rollStarted = Date.now();
       for (const f of fleet) {
+        deregistered.add(f.id);
+        // The deregistration delay: connections the front already handed over reach the
+        // instance (ECS waits 20 s; a loopback hand-over takes well under this).
+        await new Promise((r) => setTimeout(r, DEREGISTRATION_MS));
         const t0 = Date.now();
         const exit = await within(f.terminate(), 15_000, `${f.id} exit after SIGTERM`);
         expect(exit, `${f.id} exit`).toEqual({ code: 0, signal: null });
         const t1 = Date.now();
         await f.start();
+        deregistered.delete(f.id);
         await waitUntil(held, 15_000, `agents on two instances again after ${f.id}`);
         console.log(
           `fleet: rolled ${f.id}: exit ${t1 - t0} ms after SIGTERM, ready ${Date.now() - t1} ms after start`,

@@ -15,7 +15,12 @@ import { createServer as createTlsServer, type TLSSocket, type Server as TlsServ
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { GrpcServer } from "../../lib/transport/grpc-server.js";
-import { Http2PeerWatch, type PeerGoneReason, tcpPeerGone } from "../../lib/transport/http2-peer-watch.js";
+import {
+  Http2PeerWatch,
+  type PeerActivity,
+  type PeerGoneReason,
+  tcpPeerGone,
+} from "../../lib/transport/http2-peer-watch.js";
 import { PrefixedDuplex } from "../../lib/transport/prefixed-duplex.js";
 import { waitFor } from "../helpers/agent.js";
 import { captureLogger } from "../helpers/gateway.js";
@@ -40,8 +45,12 @@ interface Harness {
 
 let h: Harness | undefined;
 
-/** A TLS HTTP/2 server that answers every stream with an endless download, sessions watched. */
-async function start(answerMs: number): Promise<Harness> {
+/**
+ * A TLS HTTP/2 server that answers every stream with an endless download, sessions watched;
+ * with `reported`, the server reports its writes as our gRPC server does.
+ */
+async function start(answerMs: number, reported = false): Promise<Harness> {
+  const activity = new WeakMap<Http2Session, PeerActivity>();
   const closedBy: PeerGoneReason[] = [];
   const watch = new Http2PeerWatch({
     tickMs: 50,
@@ -60,6 +69,7 @@ async function start(answerMs: number): Promise<Harness> {
     stream.on("error", () => {});
     stream.respond({ ":status": 200 });
     const pump = () => {
+      if (stream.session) activity.get(stream.session)?.active();
       while (!stream.destroyed && stream.write(CHUNK));
     };
     stream.on("drain", pump);
@@ -69,7 +79,8 @@ async function start(answerMs: number): Promise<Harness> {
     { key: pki.server.keyPem, cert: pki.server.certPem, ALPNProtocols: ["h2"] },
     (socket: TLSSocket) => {
       h2.emit("connection", socket);
-      watch.watch(sessions.at(-1)!, socket);
+      const session = sessions.at(-1)!;
+      activity.set(session, watch.watch(session, socket, { activityReported: reported }));
     },
   );
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
@@ -123,6 +134,27 @@ describe("Http2PeerWatch", () => {
     }
     expect(t.closedBy.length).toBeGreaterThan(0);
     expect(t.closedBy.every((r) => r === "connection reset")).toBe(true);
+  });
+
+  it("with activity reported, leaves idle sessions off its tick and still closes a killed peer's", async () => {
+    const t = await start(20_000, true);
+    const idle = http2Connect(`https://localhost:${t.port}`, { ca: pki.ca.certPem });
+    idle.on("error", () => {});
+    await waitFor(() => t.watch.size === 1, 3000, "idle session watched");
+    // Its SETTINGS exchanged, nothing outstanding: off the tick, so idle sessions cost nothing.
+    await waitFor(() => t.watch.armedSize === 0, 3000, "idle session left the tick");
+    for (let i = 0; i < 3; i++) {
+      const peer = await downloadingPeer(t);
+      const session = t.sessions.at(-1)!;
+      const killedAt = Date.now();
+      peer.kill("SIGKILL");
+      await waitFor(() => closed(session), 3000, `session ${i} closed after its peer was killed`);
+      expect(Date.now() - killedAt).toBeLessThan(2000);
+    }
+    expect(t.closedBy.every((r) => r === "connection reset")).toBe(true);
+    expect(closed(t.sessions[0]!)).toBe(false);
+    await waitFor(() => t.watch.armedSize === 0, 3000, "the idle session still off the tick");
+    idle.destroy();
   });
 
   it("closes the session of a frozen peer that no longer answers PINGs", async () => {

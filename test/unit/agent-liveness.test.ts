@@ -131,4 +131,34 @@ describe("AgentLiveness and dials", () => {
     expect(events).toEqual(["probe"]);
     liveness.stop();
   });
+
+  it("shares a probe budget: idle agents are asked less often, never written off unasked", () => {
+    let budget = 0;
+    const times: LivenessTimes = { ...TIMES, mayProbe: () => budget-- > 0 };
+    const { liveness, events, answer } = watched(times);
+    // Silent for two minutes, the budget spent by others: no probe, and not dead either.
+    vi.advanceTimersByTime(120_000);
+    expect(events).toEqual([]);
+    expect(liveness.responsive).toBe(true);
+    // A token frees up: it is asked within a retry, answers, and stays.
+    budget = 1;
+    vi.advanceTimersByTime(1_000);
+    expect(events).toEqual(["probe"]);
+    answer();
+    // Asked and silent: unresponsive after the answer timeout, dead once silent for deadAfterMs.
+    budget = 10;
+    vi.advanceTimersByTime(5_000 + 2_000);
+    expect(events).toEqual(["probe", "probe", "unresponsive"]);
+    vi.advanceTimersByTime(60_000);
+    expect(events.at(-1)).toMatch(/^dead after \d+$/);
+    liveness.stop();
+  });
+
+  it("never refuses the probe that goes with a dial", () => {
+    const { liveness, events } = watched({ ...TIMES, mayProbe: () => false });
+    vi.advanceTimersByTime(1_000);
+    liveness.dialSent();
+    expect(events).toEqual(["probe"]);
+    liveness.stop();
+  });
 });

@@ -11,8 +11,9 @@
  * answered below the packet layer, so a busy or paused stream still answers). No answer within
  * `answerTimeoutMs` makes it *unresponsive*: no new dials are sent to it, but its open tunnels
  * stay, since a pause of a few seconds (GC, CPU starvation, a live migration) is not a death.
- * It is responsive again the moment anything arrives. Silent for `deadAfterMs`, it is *dead*:
- * the stream is closed and its tunnels end.
+ * It is responsive again the moment anything arrives. Silent for `deadAfterMs` with a probe
+ * unanswered, it is *dead*: the stream is closed and its tunnels end. (Silence alone is not
+ * enough: with many idle agents the probe budget may ask an agent less often than that.)
  *
  * A dial is a question too: when one is sent to an agent that has been quiet for a moment and no
  * probe is out, a probe goes with it, so a frozen agent is found within `answerTimeoutMs` of the
@@ -32,7 +33,17 @@ export interface LivenessTimes {
   answerTimeoutMs: number;
   /** How long an agent may stay silent before its stream is closed; 0 never closes. */
   deadAfterMs: number;
+  /**
+   * Whether a periodic probe may go now: a budget every agent of the instance shares, so that
+   * idle agents cost a bounded number of probes a second however many there are
+   * (IDLE_PROBES_PER_SECOND). A probe refused is tried again shortly; probes that go with a dial
+   * are never refused. Absent: always.
+   */
+  mayProbe?: () => boolean;
 }
+
+/** How long a periodic probe refused by the budget waits before it asks again (jittered up to 2×). */
+const PROBE_RETRY_MS = 500;
 
 export interface LivenessHooks {
   /** Sends a probe; calls `answered` when (if) the peer answers. */
@@ -94,7 +105,9 @@ export class AgentLiveness {
       due.push(this.probeSentAt + probeIntervalMs);
       if (this.responsive) due.push(this.probeSentAt + answerTimeoutMs);
     }
-    if (deadAfterMs > 0) due.push(this.lastHeard + deadAfterMs);
+    if (deadAfterMs > 0 && this.probeSentAt !== null) {
+      due.push(Math.max(this.lastHeard + deadAfterMs, this.probeSentAt + answerTimeoutMs));
+    }
     this.timer = setTimeout(() => this.check(), Math.max(1, Math.min(...due) - Date.now()));
     this.timer.unref();
   }
@@ -104,7 +117,8 @@ export class AgentLiveness {
     const now = Date.now();
     const silent = now - this.lastHeard;
     const { probeIntervalMs, answerTimeoutMs, deadAfterMs } = this.times;
-    if (deadAfterMs > 0 && silent >= deadAfterMs) {
+    const unanswered = this.probeSentAt !== null && now - this.probeSentAt >= answerTimeoutMs;
+    if (deadAfterMs > 0 && silent >= deadAfterMs && unanswered) {
       this.stop();
       this.hooks.onDead(silent);
       return;
@@ -119,6 +133,13 @@ export class AgentLiveness {
       silent >= probeIntervalMs &&
       (this.probeSentAt === null || now - this.probeSentAt >= probeIntervalMs)
     ) {
+      if (this.times.mayProbe && !this.times.mayProbe()) {
+        // Over the instance's budget: ask again shortly, spread out so refused probes do not
+        // come back together.
+        this.timer = setTimeout(() => this.check(), PROBE_RETRY_MS * (1 + Math.random()));
+        this.timer.unref();
+        return;
+      }
       this.sendProbe(now);
     }
     this.schedule();

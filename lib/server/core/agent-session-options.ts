@@ -23,6 +23,11 @@ export interface AgentSessionOptions {
    * DIAL_REQ carry it, so an upstream agent never sees a field it does not know.
    */
   egress?: boolean;
+  /**
+   * The agent asked to be told when this server drains (lib/tunnel/drain-advice.ts): only then
+   * does `adviseDrain` send it a DRAIN packet, which an upstream agent is never sent.
+   */
+  drainAdvice?: boolean;
   /** When the agent counts as unresponsive, and when as dead (agent-liveness.ts). */
   liveness: LivenessTimes;
   log: Logger;

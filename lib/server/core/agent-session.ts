@@ -30,6 +30,7 @@ import {
   credit,
   dataPacket,
   dialRequest,
+  drain,
   type Packet,
   PacketType,
   packetTypeName,
@@ -74,6 +75,7 @@ export class AgentSession extends EventEmitter<{
   responsive: [responsive: boolean];
 }> {
   draining = false;
+  private drainAdvised = false;
   private nextRandom = 1n;
   private readonly pending = new Map<bigint, PendingDial>();
   private readonly conns = new Map<bigint, Connection>();
@@ -153,6 +155,17 @@ export class AgentSession extends EventEmitter<{
     this.send(dialRequest(req.address, random, req.protocol, this.opts.egress ? req.egress : undefined));
     this.liveness.dialSent();
     return { cancel: () => this.cancelDial(random) };
+  }
+
+  /**
+   * This server is shutting down: tells an agent that negotiated drain advice to move to another
+   * server (make-before-break). Its open connections go on. Sent once; false when not sent.
+   */
+  adviseDrain(): boolean {
+    if (!this.opts.drainAdvice || this.drainAdvised || this.ended) return false;
+    this.drainAdvised = true;
+    this.send(drain());
+    return true;
   }
 
   /** Ends the stream; every dial and connection fails with `err`. */

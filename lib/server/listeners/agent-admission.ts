@@ -13,6 +13,7 @@ import { GatewayError, ProtocolError, ShuttingDownError } from "../../errors.js"
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
 import { BEARER_PREFIX, Header, parseAgentIdentifiers } from "../../proto/headers.js";
+import { DRAIN_HEADER, DRAIN_V1, negotiatedDrain } from "../../tunnel/drain-advice.js";
 import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../../tunnel/flow-control.js";
 import type { PacketStream } from "../../tunnel/packet-stream.js";
 import type { LivenessTimes } from "../core/agent-liveness.js";
@@ -101,6 +102,9 @@ export function admitAgent(deps: AgentAdmissionDeps, req: AgentStreamRequest): A
   // Our agents ask to be sent each dial's egress policy (judged again after name resolution).
   const egress = req.metadata(EGRESS_HEADER).includes(EGRESS_V1);
   if (egress) headers[EGRESS_HEADER] = [EGRESS_V1];
+  // Our agents ask to be told when this server drains (lib/tunnel/drain-advice.ts).
+  const drainAdvice = negotiatedDrain(req.metadata(DRAIN_HEADER));
+  if (drainAdvice) headers[DRAIN_HEADER] = [DRAIN_V1];
 
   return {
     headers,
@@ -113,6 +117,7 @@ export function admitAgent(deps: AgentAdmissionDeps, req: AgentStreamRequest): A
           dialTimeoutMs: deps.dialTimeoutMs,
           flow,
           egress,
+          drainAdvice,
           liveness: deps.liveness,
           log,
           metrics: deps.metrics,

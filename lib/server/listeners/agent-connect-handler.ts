@@ -5,8 +5,7 @@
  */
 import type { IncomingHttpHeaders } from "node:http2";
 import type { TLSSocket } from "node:tls";
-import { status } from "@grpc/grpc-js";
-import { GatewayError, grpcStatusFor } from "../../errors.js";
+import { GatewayError, GrpcCode, grpcCodeName, grpcStatusFor } from "../../errors.js";
 import type { GrpcMethodHandler } from "../../transport/grpc-server.js";
 import { type AgentAdmissionDeps, admitAgent, recordRefusal } from "./agent-admission.js";
 
@@ -33,8 +32,8 @@ export function createAgentConnectHandler(deps: AgentAdmissionDeps): GrpcMethodH
       });
       admitted.attach(request.accept(admitted.headers));
     } catch (err) {
-      const code = err instanceof GatewayError ? grpcStatusFor(err) : status.INTERNAL;
-      request.refuse(code, recordRefusal(deps, peer, code, status[code] ?? String(code), err));
+      const code = err instanceof GatewayError ? grpcStatusFor(err) : GrpcCode.INTERNAL;
+      request.refuse(code, recordRefusal(deps, peer, code, grpcCodeName(code), err));
     }
   };
 }

@@ -30,7 +30,10 @@ export type AgentListenerDeps = Pick<
   AgentAdmissionDeps,
   "authenticate" | "hold" | "quotas" | "registry" | "accepting" | "log" | "metrics"
 > &
-  Partial<Pick<AgentAdmissionDeps, "serverCount">>;
+  Partial<Pick<AgentAdmissionDeps, "serverCount">> & {
+    /** The instance's budget of periodic liveness probes (agent-liveness.ts). */
+    mayProbe?: () => boolean;
+  };
 
 export function buildAgentListener(
   set: ListenerSet,
@@ -49,6 +52,7 @@ export function buildAgentListener(
       probeIntervalMs: opts.agent.probeIntervalMs,
       answerTimeoutMs: Math.min(AGENT_PROBE_ANSWER_MS, opts.agent.probeIntervalMs),
       deadAfterMs: opts.agent.livenessTimeoutMs,
+      ...(deps.mayProbe ? { mayProbe: deps.mayProbe } : {}),
     },
     log,
   };
@@ -68,7 +72,8 @@ export function buildAgentListener(
     // call's metadata, or the certificate a caller's first call relies on) as promptly as a TLS
     // handshake.
     firstCallTimeoutMs: opts.handshakes.timeoutMs,
-    onSession: (session, transport) => watch.watch(session, transport),
+    // Our gRPC server reports its writes and reads: idle agents cost the watch nothing.
+    onSession: (session, transport) => watch.watch(session, transport, { activityReported: true }),
     log: log.child({ transport: "grpc" }),
   });
   const acceptTunnel = createAgentTunnelHandler(admission, {

@@ -8,8 +8,7 @@
  * with the gRPC status code the same mistake would get on gRPC, then the connection is closed.
  */
 import type { TLSSocket } from "node:tls";
-import { status } from "@grpc/grpc-js";
-import { GatewayError, grpcStatusFor } from "../../errors.js";
+import { GatewayError, GrpcCode, grpcCodeName, grpcStatusFor } from "../../errors.js";
 import { FrameDecoder } from "../../proto/tunnel-frames.js";
 import { FramedPacketStream } from "../../transport/framed-packet-stream.js";
 import {
@@ -51,8 +50,8 @@ export function createAgentTunnelHandler(deps: AgentAdmissionDeps, opts: AgentTu
         }),
       );
     } catch (err) {
-      const code = err instanceof GatewayError ? grpcStatusFor(err) : status.INTERNAL;
-      const details = recordRefusal(deps, peer, code, status[code] ?? String(code), err);
+      const code = err instanceof GatewayError ? grpcStatusFor(err) : GrpcCode.INTERNAL;
+      const details = recordRefusal(deps, peer, code, grpcCodeName(code), err);
       if (socket.destroyed) return;
       // The refusal is logged; a reset while lingering is not news (and must not throw).
       socket.on("error", () => {});

@@ -79,7 +79,9 @@ export class ListenerSet {
           { listener: name, reason },
           reason === "source_throttled"
             ? "refused a connection: its source keeps being refused"
-            : "refused a connection: too many TLS handshakes in progress",
+            : reason === "handshake_rate"
+              ? "refused a connection: over --max-tls-handshake-rate"
+              : "refused a connection: too many TLS handshakes in progress",
         );
       },
       admitSource: throttle && ((source) => throttle.admit(source)),

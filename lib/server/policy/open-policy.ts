@@ -8,7 +8,6 @@ import type { ServerOptions } from "../../config/server-options.js";
 import { ConfigError } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
-import { openDynamoTenantStore } from "../../tenancy/dynamo-store/dynamo-tenant-store.js";
 import { openFileTenantStore } from "../../tenancy/file-store/file-tenant-store.js";
 import type { TenantStore } from "../../tenancy/store.js";
 import { openInstallRoute } from "../install/open-install-route.js";
@@ -34,7 +33,11 @@ export async function openPolicy(
     store =
       tenancy.store.kind === "dir"
         ? await openFileTenantStore(tenancy.store.dir)
-        : openDynamoTenantStore({ tableName: tenancy.store.table, ...(dynamo ? { client: dynamo } : {}) });
+        : // Loaded only when used: the AWS SDK slows every other server's start-up.
+          (await import("../../tenancy/dynamo-store/dynamo-tenant-store.js")).openDynamoTenantStore({
+            tableName: tenancy.store.table,
+            ...(dynamo ? { client: dynamo } : {}),
+          });
   } catch (err) {
     throw new ConfigError(`${where}: ${(err as Error).message}`, { cause: err });
   }
