@@ -17,8 +17,8 @@ import type { Logger } from "../observability/logger.js";
 import { sourceKey } from "../transport/handshake-gate.js";
 import { metricsRoute, type RunningHttpServer, startHttpServer } from "../transport/http-endpoints.js";
 import { listenTcp } from "../transport/listen.js";
+import { Pacer } from "../transport/pacer.js";
 import { RefusalThrottle } from "../transport/refusal-throttle.js";
-import { TokenBucket } from "../transport/token-bucket.js";
 import { openAuditLog } from "./audit/audit-log.js";
 import { type AuditSink, discardAudit } from "./audit/audit-sink.js";
 import { DialTracker, type DialTrackerDeps } from "./audit/dial-tracker.js";
@@ -111,10 +111,7 @@ export class Gateway {
    */
   private openDials = 0;
   /** Periodic liveness probes of all agents together (IDLE_PROBES_PER_SECOND). */
-  private readonly idleProbes = new TokenBucket({
-    ratePerSecond: IDLE_PROBES_PER_SECOND,
-    burst: IDLE_PROBES_PER_SECOND,
-  });
+  private readonly idleProbes = new Pacer(IDLE_PROBES_PER_SECOND);
   private readonly frontendSessions = new Set<GrpcFrontendSession>();
   private readonly listeners: ListenerSet;
   private readonly httpServers: RunningHttpServer[] = [];
@@ -271,7 +268,7 @@ export class Gateway {
         registry: this.registry,
         accepting: () => this.accepting,
         ...(deps.fleet ? { serverCount: () => deps.fleet!.serverCount() } : {}),
-        mayProbe: () => this.idleProbes.take(),
+        probeSlot: () => this.idleProbes.reserve(),
         log: deps.log,
         metrics,
       },

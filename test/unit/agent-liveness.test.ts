@@ -132,30 +132,37 @@ describe("AgentLiveness and dials", () => {
     liveness.stop();
   });
 
-  it("shares a probe budget: idle agents are asked less often, never written off unasked", () => {
-    let budget = 0;
-    const times: LivenessTimes = { ...TIMES, mayProbe: () => budget-- > 0 };
-    const { liveness, events, answer } = watched(times);
-    // Silent for two minutes, the budget spent by others: no probe, and not dead either.
-    vi.advanceTimersByTime(120_000);
+  it("waits for its slot from the pacer, asks once, and is never written off unasked", () => {
+    const slots: number[] = [];
+    const { liveness, events, answer } = watched({
+      ...TIMES,
+      probeSlot: () => {
+        slots.push(Date.now());
+        return 40_000; // a crowded instance: our turn is 40 s away
+      },
+    });
+    // Due at 5 s; its slot is at 45 s. Silent all along: no probe, and not dead either.
+    vi.advanceTimersByTime(44_999);
     expect(events).toEqual([]);
-    expect(liveness.responsive).toBe(true);
-    // A token frees up: it is asked within a retry, answers, and stays.
-    budget = 1;
-    vi.advanceTimersByTime(1_000);
+    expect(slots).toHaveLength(1);
+    vi.advanceTimersByTime(1);
     expect(events).toEqual(["probe"]);
+    expect(slots).toHaveLength(1);
     answer();
-    // Asked and silent: unresponsive after the answer timeout, dead once silent for deadAfterMs.
-    budget = 10;
+    liveness.stop();
+  });
+
+  it("is dead only once asked and silent for the liveness timeout", () => {
+    const { liveness, events } = watched({ ...TIMES, probeSlot: () => 0 });
     vi.advanceTimersByTime(5_000 + 2_000);
-    expect(events).toEqual(["probe", "probe", "unresponsive"]);
+    expect(events).toEqual(["probe", "unresponsive"]);
     vi.advanceTimersByTime(60_000);
     expect(events.at(-1)).toMatch(/^dead after \d+$/);
     liveness.stop();
   });
 
-  it("never refuses the probe that goes with a dial", () => {
-    const { liveness, events } = watched({ ...TIMES, mayProbe: () => false });
+  it("never makes the probe that goes with a dial wait", () => {
+    const { liveness, events } = watched({ ...TIMES, probeSlot: () => 60_000 });
     vi.advanceTimersByTime(1_000);
     liveness.dialSent();
     expect(events).toEqual(["probe"]);

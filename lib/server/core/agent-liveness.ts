@@ -34,16 +34,14 @@ export interface LivenessTimes {
   /** How long an agent may stay silent before its stream is closed; 0 never closes. */
   deadAfterMs: number;
   /**
-   * Whether a periodic probe may go now: a budget every agent of the instance shares, so that
-   * idle agents cost a bounded number of probes a second however many there are
-   * (IDLE_PROBES_PER_SECOND). A probe refused is tried again shortly; probes that go with a dial
-   * are never refused. Absent: always.
+   * When a periodic probe may go: how many ms from now (0: at once). A pacer every agent of the
+   * instance shares hands out slots at a fixed rate (IDLE_PROBES_PER_SECOND), so idle agents cost
+   * a bounded number of probes, and of wake-ups, a second however many there are: past what the
+   * rate covers, each is simply asked less often. Probes that go with a dial never wait. Absent:
+   * at once.
    */
-  mayProbe?: () => boolean;
+  probeSlot?: () => number;
 }
-
-/** How long a periodic probe refused by the budget waits before it asks again (jittered up to 2×). */
-const PROBE_RETRY_MS = 500;
 
 export interface LivenessHooks {
   /** Sends a probe; calls `answered` when (if) the peer answers. */
@@ -59,6 +57,8 @@ export class AgentLiveness {
   private probeSentAt: number | null = null;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
+  /** A slot from the pacer is held: the next due check probes without asking for another. */
+  private slotReserved = false;
   responsive = true;
 
   constructor(
@@ -133,13 +133,15 @@ export class AgentLiveness {
       silent >= probeIntervalMs &&
       (this.probeSentAt === null || now - this.probeSentAt >= probeIntervalMs)
     ) {
-      if (this.times.mayProbe && !this.times.mayProbe()) {
-        // Over the instance's budget: ask again shortly, spread out so refused probes do not
-        // come back together.
-        this.timer = setTimeout(() => this.check(), PROBE_RETRY_MS * (1 + Math.random()));
+      const wait = this.slotReserved ? 0 : (this.times.probeSlot?.() ?? 0);
+      if (wait > 0) {
+        // Our turn comes later: wake up then and probe without asking the pacer again.
+        this.slotReserved = true;
+        this.timer = setTimeout(() => this.check(), wait);
         this.timer.unref();
         return;
       }
+      this.slotReserved = false;
       this.sendProbe(now);
     }
     this.schedule();

@@ -32,7 +32,7 @@ export type AgentListenerDeps = Pick<
 > &
   Partial<Pick<AgentAdmissionDeps, "serverCount">> & {
     /** The instance's budget of periodic liveness probes (agent-liveness.ts). */
-    mayProbe?: () => boolean;
+    probeSlot?: () => number;
   };
 
 export function buildAgentListener(
@@ -52,7 +52,7 @@ export function buildAgentListener(
       probeIntervalMs: opts.agent.probeIntervalMs,
       answerTimeoutMs: Math.min(AGENT_PROBE_ANSWER_MS, opts.agent.probeIntervalMs),
       deadAfterMs: opts.agent.livenessTimeoutMs,
-      ...(deps.mayProbe ? { mayProbe: deps.mayProbe } : {}),
+      ...(deps.probeSlot ? { probeSlot: deps.probeSlot } : {}),
     },
     log,
   };
