@@ -113,10 +113,7 @@ describe("npm run bench -- --quick --rounds 2 --upstream=off --tenant-mode", () 
           scenario.name,
         ).toEqual([1, 2]);
         // Every child wrote into a file of its own under the scenario's section, none into a pipe.
-        expect(
-          scenario.logs?.map((l) => l.file),
-          scenario.name,
-        ).toContain("backend.log");
+        expect(scenario.logs?.length ?? 0, `${scenario.name}: child output files`).toBeGreaterThan(0);
         for (const l of scenario.logs ?? [])
           expect(existsSync(path.join(out, scenario.name, l.file))).toBe(true);
         expect(run.stdout).toContain(scenario.title);
