@@ -6,13 +6,13 @@
 
 import { randomUUID } from "node:crypto";
 import { ConfigError } from "../errors.js";
-import { type GatewayAddress, parseGatewayAddress } from "../tenancy/bundle/gateway-address.js";
-import { checkImage, checkNamespace, DEFAULT_NAMESPACE } from "../tenancy/manifest/input.js";
-import { type TenantQuotas, validateQuotas } from "../tenancy/quotas.js";
-import { isValidTenantId } from "../tenancy/tenant-id.js";
 import { LOGTOSTDERR_FLAG } from "./compat-flags.js";
 import { defineFlags, type FlagValues, formatHelp, parseFlags } from "./flags.js";
 import { FLEET_FLAGS, type FleetConfig, parseFleet } from "./fleet-options.js";
+import { INSTALL_FLAGS, type InstallOptions } from "./install-options.js";
+import { PEER_FLAGS, type PeerOptions, parsePeer } from "./peer-options.js";
+import { parseTenancy, TENANCY_FLAGS, type TenancyOptions } from "./server-tenancy-options.js";
+import { checkSingleTenantAuth } from "./single-tenant-auth.js";
 import { parseTlsMinVersion, type TlsFiles, type TlsMinVersion } from "./tls.js";
 
 export const SERVER_FLAGS = defineFlags({
@@ -77,23 +77,7 @@ export const SERVER_FLAGS = defineFlags({
     help: "An accepted agent bearer token (prefer the file or the environment).",
     env: "KGW_AGENT_TOKEN",
   },
-  "peer-port": {
-    kind: "port",
-    default: 0,
-    help: "Fleet peer port: other gateway instances forward dials here over mTLS (0: off; the fleet uses 8135).",
-  },
-  "peer-bind-address": { kind: "string", default: "", help: "Peer port bind address (all if empty)." },
-  "peer-cert": {
-    kind: "string",
-    default: "",
-    help: "This instance's peer certificate (PEM): serves the peer port and authenticates its own peer links; must carry the URI SAN kgw://fleet/peer.",
-  },
-  "peer-key": { kind: "string", default: "", help: "Private key of --peer-cert (PEM)." },
-  "peer-ca-cert": {
-    kind: "string",
-    default: "",
-    help: "CA of the fleet's peer certificates: both ends of a peer link must chain to it and carry kgw://fleet/peer.",
-  },
+  ...PEER_FLAGS,
   "admin-port": { kind: "port", default: 8133, help: "Admin port (/metrics)." },
   "admin-bind-address": { kind: "string", default: "127.0.0.1", help: "Admin bind address." },
   "health-port": { kind: "port", default: 8134, help: "Health port (/healthz, /readyz)." },
@@ -174,83 +158,8 @@ export const SERVER_FLAGS = defineFlags({
     default: 10_000,
     help: "How long a new frontend connection may take to send its first request.",
   },
-  "tenant-store-dir": {
-    kind: "string",
-    default: "",
-    help: "Serve many tenants: their credentials come from this tenant store (kgw tenant). Without it, the server is the single-tenant drop-in.",
-    env: "KGW_TENANT_STORE_DIR",
-  },
-  "tenant-ca-cert": {
-    kind: "string",
-    default: "",
-    help: "With --tenant-store-dir: the gateway CA that issued tenants' client certificates (kgw tenant --ca-cert).",
-    env: "KGW_CA_CERT",
-  },
-  "tenant-watch-interval": {
-    kind: "duration",
-    default: 2_000,
-    help: "With --tenant-store-dir: how often the store is re-read; a revoked credential is refused, and its live tunnels closed, within this interval plus one read.",
-  },
-  "tenant-max-tunnels": {
-    kind: "int",
-    default: 1000,
-    help: "With --tenant-store-dir: tunnels a tenant may have open at once on this instance, unless its own quota says otherwise (kgw tenant quota).",
-  },
-  "tenant-dial-rate": {
-    kind: "int",
-    default: 100,
-    help: "With --tenant-store-dir: dials per second a tenant may sustain on this instance (default quota).",
-  },
-  "tenant-dial-burst": {
-    kind: "int",
-    default: 200,
-    help: "With --tenant-store-dir: dials a tenant may make at once above its rate (default quota).",
-  },
-  "tenant-max-agents": {
-    kind: "int",
-    default: 32,
-    help: "With --tenant-store-dir: agent streams a tenant may have connected to this instance (default quota).",
-  },
-  "tenant-max-buffered-mib": {
-    kind: "int",
-    default: 1024,
-    help: "With --tenant-store-dir: MiB of tunneled bytes this instance may hold for a tenant at once, the receive windows of its tunnels (default quota).",
-  },
-  "uds-tenant": {
-    kind: "string",
-    default: "",
-    help: "With --tenant-store-dir and --uds-name: the tenant whose kube-apiserver the Unix socket serves (the socket carries no credential).",
-  },
-  "install-gateway-address": {
-    kind: "string",
-    default: "",
-    help: "With --tenant-store-dir: serve the one-line agent install (GET /v1/install/<token>.yaml on --agent-port); host:port the installed agents dial, as the gateway's serving certificate names it. Off when empty.",
-  },
-  "install-port": {
-    kind: "port",
-    default: 0,
-    help: "With --install-gateway-address: also serve the install route, and nothing else, on this TLS port (for a load balancer's TLS listener with a publicly trusted certificate in front; 0: only on --agent-port).",
-  },
-  "install-bind-address": {
-    kind: "string",
-    default: "",
-    help: "With --install-port: its bind address (all if empty).",
-  },
-  "install-ca-bundle": {
-    kind: "string",
-    default: "",
-    help: "With --install-gateway-address: the CA bundle (PEM) installed agents verify the gateway with (default: --tenant-ca-cert).",
-  },
-  "install-agent-image": {
-    kind: "string",
-    default: "",
-    help: "With --install-gateway-address: the installed agent's image, with a tag or digest (default: this version's kgw image).",
-  },
-  "install-namespace": {
-    kind: "string",
-    default: DEFAULT_NAMESPACE,
-    help: "With --install-gateway-address: the namespace of the installed agent's objects.",
-  },
+  ...TENANCY_FLAGS,
+  ...INSTALL_FLAGS,
   "audit-log": {
     kind: "string",
     default: "",
@@ -332,52 +241,10 @@ export interface ServerOptions {
 }
 
 /**
- * The peer port and this instance's peer identity: mTLS both ways, certificates from `tls.ca`
- * carrying the URI SAN kgw://fleet/peer (lib/fleet/peer/peer-identity.ts).
- */
-export interface PeerOptions {
-  port: number;
-  host: string;
-  tls: TlsFiles;
-}
-
-export interface TenancyOptions {
-  /** Where tenant records are: the directory store, or the fleet's DynamoDB table. */
-  store: { kind: "dir"; dir: string } | { kind: "dynamodb"; table: string };
-  /** The gateway CA: client certificates of every role are verified against it. */
-  caCert: string;
-  watchIntervalMs: number;
-  /** The tenant of callers on the Unix socket; null when there is no socket. */
-  udsTenant: string | null;
-  /** Every tenant's quotas unless its record sets its own (lib/tenancy/quotas.ts). */
-  defaultQuotas: Required<TenantQuotas>;
-  /** The one-line install route (lib/server/install/); null: off. */
-  install: InstallOptions | null;
-}
-
-/** What the install route's manifests hold besides the tenant and its token. */
-export interface InstallOptions {
-  /** What the installed agents dial (--install-gateway-address). */
-  gateway: GatewayAddress;
-  /** File with the CA bundle they verify the gateway with (read and checked at start). */
-  caBundle: string;
-  /** undefined: the kgw agent image of this version. */
-  image: string | undefined;
-  namespace: string;
-  /** A TLS listener of its own serving only the route (--install-port); null: the agent port only. */
-  listener: { port: number; host: string } | null;
-}
-
-/**
  * Each labelled tenant is about a dozen series (kgw_tenant_*); past this many tenants one
  * instance would cost a Prometheus more than the rest of the fleet's metrics together.
  */
 const MAX_TENANT_METRICS_LIMIT = 100_000;
-
-/** Faster polling buys little and costs a store read per interval per instance. */
-const MIN_WATCH_INTERVAL_MS = 200;
-/** Revocation takes effect within the interval: past a minute it is no longer prompt. */
-const MAX_WATCH_INTERVAL_MS = 60_000;
 
 const STRATEGIES: readonly ProxyStrategy[] = ["default", "destHost", "defaultRoute"];
 const LOG_LEVELS: readonly LogLevel[] = ["trace", "debug", "info", "warn", "error"];
@@ -394,6 +261,8 @@ export const serverHelp = (): string =>
     "Runs a gateway instance: agents connect on --agent-port, kube-apiserver dials through --server-port or --uds-name.",
     SERVER_FLAGS,
   );
+
+export type { InstallOptions, PeerOptions, TenancyOptions };
 
 export type ParsedServerOptions = { help: true } | { help: false; options: ServerOptions };
 
@@ -513,198 +382,4 @@ export function parseServerOptions(
   };
 }
 
-const PEER_FLAGS = ["peer-bind-address", "peer-cert", "peer-key", "peer-ca-cert"] as const;
-
-/**
- * The peer port is off unless given a port; when on, it needs all three TLS files: a peer link is
- * always mutual TLS (anyone who can open one can dial as any tenant).
- */
-function parsePeer(f: ServerFlagValues): PeerOptions | null {
-  if (f["peer-port"] === 0) {
-    const stray = PEER_FLAGS.find((flag) => f[flag]);
-    if (stray) throw new ConfigError(`--${stray} needs --peer-port`);
-    return null;
-  }
-  const missing = PEER_FLAGS.filter((flag) => flag !== "peer-bind-address" && !f[flag]);
-  if (missing.length > 0) {
-    throw new ConfigError(
-      `--peer-port needs ${missing.map((m) => `--${m}`).join(", ")}: peer links are always mutual TLS`,
-    );
-  }
-  return {
-    port: f["peer-port"],
-    host: f["peer-bind-address"],
-    tls: { cert: f["peer-cert"], key: f["peer-key"], ca: f["peer-ca-cert"] },
-  };
-}
-
-type ServerFlagValues = FlagValues<typeof SERVER_FLAGS>;
-
-/** What the single-tenant drop-in needs: callers and agents must each have a way to authenticate. */
-function checkSingleTenantAuth(f: ServerFlagValues): void {
-  for (const flag of ["tenant-ca-cert", "uds-tenant"] as const) {
-    if (f[flag]) throw new ConfigError(`--${flag} needs --tenant-store-dir`);
-  }
-  // Anyone who can open a tunnel reaches everything the agents reach, so a TCP frontend without
-  // caller authentication is never a default. Upstream refuses TCP without --server-ca-cert.
-  if (f["allow-anonymous-callers"] && f["server-ca-cert"]) {
-    throw new ConfigError(
-      "--allow-anonymous-callers contradicts --server-ca-cert (which requires client certificates); choose one",
-    );
-  }
-  if (f["allow-anonymous-callers"] && !f["server-cert"] && !f["insecure-frontend"]) {
-    throw new ConfigError(
-      "--allow-anonymous-callers applies to the TCP frontend (--server-cert); the Unix socket is protected by its file permissions",
-    );
-  }
-  if (f["server-cert"] && !f["server-ca-cert"] && !f["allow-anonymous-callers"]) {
-    throw new ConfigError(
-      "--server-cert without --server-ca-cert lets anyone who reaches the frontend open tunnels: give --server-ca-cert (mTLS) or, to accept anonymous callers on purpose, --allow-anonymous-callers",
-    );
-  }
-  if (!f["server-cert"] && !f["insecure-frontend"] && !f["uds-name"]) {
-    throw new ConfigError(
-      "the frontend needs --server-cert/--server-key (TLS), --uds-name (Unix socket) or, for tests only, --insecure-frontend",
-    );
-  }
-  if (!f["cluster-ca-cert"] && !f["agent-token-file"] && !f["agent-token"]) {
-    throw new ConfigError(
-      "agents must authenticate: give --cluster-ca-cert (mTLS), --agent-token-file or $KGW_AGENT_TOKEN",
-    );
-  }
-}
-
-/**
- * Hosted mode: every credential comes from the tenant store, so the flags that configure the
- * drop-in's own credentials would be a second, unscoped way in and are refused.
- */
-/** A quota default out of bounds reads as the flag it came from. */
-function asConfigError<T>(fn: () => T): T {
-  try {
-    return fn();
-  } catch (err) {
-    const m = (err as Error).message.replace(
-      /^quota (maxTunnels|dialsPerSecond|dialBurst|maxAgents|maxBufferedMiB)/,
-      (_all, name: string) => `--${QUOTA_FLAGS[name as keyof typeof QUOTA_FLAGS]}`,
-    );
-    throw new ConfigError(m);
-  }
-}
-
-const QUOTA_FLAGS = {
-  maxTunnels: "tenant-max-tunnels",
-  dialsPerSecond: "tenant-dial-rate",
-  dialBurst: "tenant-dial-burst",
-  maxAgents: "tenant-max-agents",
-  maxBufferedMiB: "tenant-max-buffered-mib",
-} as const;
-
-const INSTALL_FLAGS = [
-  "install-gateway-address",
-  "install-port",
-  "install-bind-address",
-  "install-ca-bundle",
-  "install-agent-image",
-  "install-namespace",
-] as const;
-
-/** The install route is off unless its address is given: nothing is served by surprise. */
-function parseInstall(f: ServerFlagValues): InstallOptions | null {
-  if (!f["install-gateway-address"]) {
-    const stray = INSTALL_FLAGS.find((flag) => flag !== "install-namespace" && f[flag]);
-    if (stray || f["install-namespace"] !== DEFAULT_NAMESPACE) {
-      throw new ConfigError(`--${stray ?? "install-namespace"} needs --install-gateway-address`);
-    }
-    return null;
-  }
-  const gateway = parseGatewayAddress(f["install-gateway-address"]);
-  if ("error" in gateway) throw new ConfigError(`--install-gateway-address: ${gateway.error}`);
-  if (f["install-bind-address"] && !f["install-port"]) {
-    throw new ConfigError("--install-bind-address needs --install-port");
-  }
-  const asConfig = <T>(flag: string, fn: () => T): T => {
-    try {
-      return fn();
-    } catch (err) {
-      throw new ConfigError(`--${flag}: ${(err as { reason?: string }).reason ?? (err as Error).message}`);
-    }
-  };
-  return {
-    gateway,
-    caBundle: f["install-ca-bundle"] || f["tenant-ca-cert"],
-    image: f["install-agent-image"]
-      ? asConfig("install-agent-image", () => checkImage(f["install-agent-image"]))
-      : undefined,
-    namespace: asConfig("install-namespace", () => checkNamespace(f["install-namespace"])),
-    listener: f["install-port"] ? { port: f["install-port"], host: f["install-bind-address"] } : null,
-  };
-}
-
-function parseTenancy(f: ServerFlagValues): TenancyOptions | null {
-  if (f["tenant-store-dir"] && f["registry-table"]) {
-    throw new ConfigError(
-      "--tenant-store-dir cannot be used with --registry-table: a fleet's tenants are in its table",
-    );
-  }
-  const storeFlag = f["registry-table"] ? "--registry-table" : "--tenant-store-dir";
-  if (!f["tenant-store-dir"] && !f["registry-table"]) {
-    const stray = INSTALL_FLAGS.find((flag) => flag !== "install-namespace" && f[flag]);
-    if (stray)
-      throw new ConfigError(`--${stray} needs --tenant-store-dir (the install route serves tenants)`);
-    return null;
-  }
-  const conflicting = [
-    "agent-token",
-    "agent-token-file",
-    "cluster-ca-cert",
-    "server-ca-cert",
-    "allow-anonymous-callers",
-    "insecure-frontend",
-  ] as const;
-  for (const flag of conflicting) {
-    if (f[flag]) {
-      throw new ConfigError(
-        `--${flag} cannot be used with ${storeFlag}: tenants' credentials come from the store`,
-      );
-    }
-  }
-  if (!f["tenant-ca-cert"]) {
-    throw new ConfigError(
-      `${storeFlag} needs --tenant-ca-cert (or $KGW_CA_CERT): the CA that issued tenants' client certificates`,
-    );
-  }
-  if (f["uds-name"] && !f["uds-tenant"]) {
-    throw new ConfigError(
-      `--uds-name with ${storeFlag} needs --uds-tenant: the Unix socket carries no credential, so its tenant is configured`,
-    );
-  }
-  if (f["uds-tenant"] && !f["uds-name"]) throw new ConfigError("--uds-tenant needs --uds-name");
-  if (f["uds-tenant"] && !isValidTenantId(f["uds-tenant"])) {
-    throw new ConfigError(`--uds-tenant: "${f["uds-tenant"]}" is not a tenant id`);
-  }
-  const interval = f["tenant-watch-interval"];
-  if (interval < MIN_WATCH_INTERVAL_MS || interval > MAX_WATCH_INTERVAL_MS) {
-    throw new ConfigError(
-      `--tenant-watch-interval must be between ${MIN_WATCH_INTERVAL_MS}ms and ${MAX_WATCH_INTERVAL_MS / 1000}s`,
-    );
-  }
-  const defaultQuotas = asConfigError(() =>
-    validateQuotas({
-      maxTunnels: f["tenant-max-tunnels"],
-      dialsPerSecond: f["tenant-dial-rate"],
-      dialBurst: f["tenant-dial-burst"],
-      maxAgents: f["tenant-max-agents"],
-      maxBufferedMiB: f["tenant-max-buffered-mib"],
-    }),
-  ) as Required<TenantQuotas>;
-  return {
-    defaultQuotas,
-    install: parseInstall(f),
-    store: f["registry-table"]
-      ? { kind: "dynamodb", table: f["registry-table"] }
-      : { kind: "dir", dir: f["tenant-store-dir"] },
-    caCert: f["tenant-ca-cert"],
-    watchIntervalMs: interval,
-    udsTenant: f["uds-tenant"] || null,
-  };
-}
+export type ServerFlagValues = FlagValues<typeof SERVER_FLAGS>;
