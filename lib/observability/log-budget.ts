@@ -2,8 +2,8 @@
  * At most so many lines a second of one kind at info; the rest at debug. A line that is useful
  * once (a refused caller, a failed dial) becomes a flood when a misbehaving client repeats it
  * thousands of times a second, and writing the flood costs the CPU every other tenant needs. The
- * counters (metrics) still see every event; the next line let through says how many were held
- * back.
+ * counters (metrics) still see every event; the next line let through says in `heldBack` how
+ * many were held back.
  */
 import type { Logger } from "./logger.js";
 
@@ -22,7 +22,8 @@ export function budgetedInfo(log: Logger, perSecond: number, now: () => number =
     if (used < perSecond) {
       used++;
       if (held > 0) {
-        log.info({ ...fields, heldBack: held }, `${message} (and ${held} more like it, logged at debug)`);
+        // The same message, so that whoever searches the log for it finds this line too.
+        log.info({ ...fields, heldBack: held }, message);
         held = 0;
       } else {
         log.info(fields, message);

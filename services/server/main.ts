@@ -27,6 +27,18 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   let gateway: Gateway;
   let audit: AuditLog | undefined;
   let hosted: HostedParts | undefined;
+  // A signal that arrives while the gateway starts (it logs "listening" before start returns)
+  // is kept and acted on once it has started, instead of Node's default of exiting at once.
+  let early: string | null = null;
+  const onEarlySignal = (signal: string) => {
+    early ??= signal;
+  };
+  process.on("SIGTERM", onEarlySignal);
+  process.on("SIGINT", onEarlySignal);
+  const dropEarly = () => {
+    process.off("SIGTERM", onEarlySignal);
+    process.off("SIGINT", onEarlySignal);
+  };
   try {
     // The drop-in (one tenant) or tenants from a store: the policy is the only difference; a
     // fleet adds its membership (lib/fleet/).
@@ -41,6 +53,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     const policy = await openPolicy(parsed.options, log, metrics, hosted?.client);
     gateway = await Gateway.start(parsed.options, { log, policy, metrics, audit, fleet: hosted?.fleet });
   } catch (err) {
+    dropEarly();
     await hosted?.fleet.stop(0);
     hosted?.client.destroy();
     await audit?.close();
@@ -65,6 +78,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     };
     process.on("SIGTERM", onSignal);
     process.on("SIGINT", onSignal);
+    dropEarly();
+    if (early) onSignal(early);
     // Only with a file to reopen: otherwise SIGHUP keeps its default (stop), as upstream's.
     if (audit && parsed.options.auditLog !== AUDIT_STDOUT) process.on("SIGHUP", () => audit?.reopen());
   });
