@@ -3,7 +3,8 @@
  *
  *  - `judgeTarget(host, port)`: what the caller asked for, before anything is forwarded. The
  *    server runs it for every dial (so a refused dial never reaches an agent, ours or
- *    upstream's), and our agent again when the dial arrives.
+ *    upstream's), and our agent again when the dial arrives. The host is read by target.ts,
+ *    the one parser of every frontend; a spelling it refuses is refused here as `malformed`.
  *  - `judgeAddress(host, port, address)`: each address the agent resolved the host to, before it
  *    connects. Only our agent can run it: upstream's proxy-agent resolves and connects in one
  *    step, so with it a name is judged by its host rule alone.
@@ -14,11 +15,12 @@
 import { BlockList, isIP } from "node:net";
 import { type AddressClass, classifyAddress } from "./address-classes.js";
 import { type EgressPolicy, type EgressRule, type PortRange, parseRule } from "./egress-policy.js";
+import { parseTargetHost } from "./target.js";
 
 export type EgressVerdict =
   | { allowed: true }
   /** `rule` labels metrics and audit records; `reason` is for the caller and the log. */
-  | { allowed: false; rule: "loopback" | "link_local" | "no_rule"; reason: string };
+  | { allowed: false; rule: "loopback" | "link_local" | "no_rule" | "malformed"; reason: string };
 
 const ALLOWED: EgressVerdict = { allowed: true };
 
@@ -95,12 +97,18 @@ export function compileEgressPolicy(policy: EgressPolicy): CompiledEgress {
   const result: CompiledEgress = {
     policy,
     judgeTarget(host, port) {
-      const name = host.toLowerCase();
-      if (isIP(name) !== 0) {
-        const refused = judgeClass(name, name);
+      // The one reading of a target every frontend shares (target.ts): an address in any
+      // spelling a resolver takes is judged as that address, never as a name.
+      const parsed = parseTargetHost(host);
+      if (!parsed.ok) return { allowed: false, rule: "malformed", reason: parsed.reason };
+      const target = parsed.value;
+      if (target.kind !== "name") {
+        const address = target.address;
+        const refused = judgeClass(address, address);
         if (refused) return refused;
-        return inCidrs(name, port) ? ALLOWED : noRule(formatTarget(name, port));
+        return inCidrs(address, port) ? ALLOWED : noRule(formatTarget(address, port));
       }
+      const name = target.name;
       // Names that mean this host on every resolver, whatever DNS says (RFC 6761).
       if ((name === "localhost" || name.endsWith(".localhost")) && !policy.allowLoopback) {
         return {
@@ -109,8 +117,7 @@ export function compileEgressPolicy(policy: EgressPolicy): CompiledEgress {
           reason: `${name} is loopback; the tenant's egress policy does not allow loopback destinations`,
         };
       }
-      const bare = name.endsWith(".") ? name.slice(0, -1) : name;
-      return hosts.some((r) => portAllowed(r.ports, port) && hostMatches(r.pattern, bare))
+      return hosts.some((r) => portAllowed(r.ports, port) && hostMatches(r.pattern, name))
         ? ALLOWED
         : noRule(formatTarget(name, port));
     },

@@ -5,7 +5,7 @@
  * lib/server/install/), under the same limits; every other method is still refused on the
  * request line.
  */
-import { isIPv6 } from "node:net";
+import { parseTargetAddress } from "../egress/target.js";
 import { BadRequestError, HeadersTooLargeError, MethodNotAllowedError } from "../errors.js";
 
 export interface ConnectRequest {
@@ -62,10 +62,6 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 // RFC 7230 §3.2 field-content / §3.1.2 reason-phrase: HTAB, SP, VCHAR, obs-text. Lines are decoded
 // as latin1, so chars map 1:1 to octets and anything outside this set is a control byte (NUL, DEL...).
 const FIELD_CHARS = /^[\t\x20-\x7e\x80-\xff]*$/;
-const DNS_LABEL = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
-// WHATWG "ends in a number": inet_aton() resolves `0x7f000001` or `example.127` style names to
-// addresses, which would let a caller slip an IP past host-based policy disguised as a DNS name.
-const NUMERIC_LABEL = /^(?:[0-9]+|0x[0-9a-f]*)$/i;
 
 export class ConnectHeadParser {
   readonly #maxHeaderBytes: number;
@@ -211,45 +207,18 @@ function parseOriginForm(target: string): string {
   return target;
 }
 
-/** RFC 7231 §4.3.6: CONNECT uses authority-form only; we further restrict the host grammar. */
+/**
+ * RFC 7231 §4.3.6: CONNECT uses authority-form only. The host is read by the one target parser
+ * every frontend shares (lib/egress/target.ts): a dotted quad, IPv6 in brackets without a zone,
+ * or an RFC 1123 name (a trailing dot allowed); other spellings of an address are refused.
+ */
 function parseAuthority(target: string): { host: string; port: number } {
-  const bad = (why: string) => new BadRequestError(`invalid CONNECT target ${quote(target)}: ${why}`);
-  let host: string;
-  let portText: string;
-  if (target.startsWith("[")) {
-    const close = target.indexOf("]");
-    if (close < 0 || target[close + 1] !== ":") throw bad("expected [ipv6]:port");
-    host = target.slice(1, close);
-    portText = target.slice(close + 2);
-    // A zone ID names an interface on the machine that parses it, which is not the agent that dials.
-    if (host.includes("%") || !isIPv6(host)) throw bad("invalid IPv6 literal");
-  } else {
-    const colon = target.indexOf(":");
-    if (colon < 0) throw bad("expected host:port");
-    host = target.slice(0, colon);
-    portText = target.slice(colon + 1);
-    if (/^[0-9.]+$/.test(host)) {
-      if (!isStrictIPv4(host)) throw bad("invalid IPv4 address");
-    } else if (!isDnsName(host)) {
-      throw bad("invalid host name");
-    }
-  }
-  const port = /^[0-9]{1,5}$/.test(portText) ? Number(portText) : 0;
-  if (port < 1 || port > 65535) throw bad("port must be a decimal number in 1..65535");
-  return { host, port };
-}
-
-/** Dotted quad only: `010.0.0.1` (octal to inet_aton) and short forms like `127.1` are refused. */
-function isStrictIPv4(host: string): boolean {
-  const octets = host.split(".");
-  return octets.length === 4 && octets.every((o) => /^(?:0|[1-9][0-9]{0,2})$/.test(o) && Number(o) <= 255);
-}
-
-function isDnsName(host: string): boolean {
-  const labels = host.split(".");
-  return (
-    host.length <= 253 && labels.every((l) => DNS_LABEL.test(l)) && !NUMERIC_LABEL.test(labels.at(-1) ?? "")
-  );
+  const parsed = parseTargetAddress(target);
+  if (!parsed.ok) throw new BadRequestError(`invalid CONNECT target ${quote(target)}: ${parsed.reason}`);
+  const host = target.startsWith("[")
+    ? target.slice(1, target.indexOf("]"))
+    : target.slice(0, target.indexOf(":"));
+  return { host, port: parsed.value.port };
 }
 
 /** Index-based rather than a `[ \t]+$` regex, which backtracks quadratically on long runs of spaces. */

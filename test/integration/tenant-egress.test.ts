@@ -114,6 +114,34 @@ describe("a tenant's egress policy", () => {
     expect(attempts).toEqual([]);
   });
 
+  it("every other spelling of loopback or metadata is refused alike over CONNECT and gRPC, nothing forwarded", async () => {
+    const port = backend.port;
+    // FQDNs of loopback: a policy matter (403), judged without the trailing dot.
+    for (const host of ["localhost.", "foo.localhost."]) {
+      expect(await connectStatus(`${host}:${port}`)).toEqual({
+        status: 403,
+        code: "ERR_DESTINATION_NOT_ALLOWED",
+      });
+      expect(await grpcDial(`${host}:${port}`)).toMatch(/destination not allowed.*loopback/);
+    }
+    // Addresses spelt as inet_aton reads them: refused as malformed (400), naming the address.
+    const spellings = [
+      ["127.1", "127.0.0.1"],
+      ["2130706433", "127.0.0.1"],
+      ["0x7f000001", "127.0.0.1"],
+      ["0251.0376.0251.0376", "169.254.169.254"],
+      ["169.254.169.254.", "169.254.169.254"],
+    ] as const;
+    for (const [host, address] of spellings) {
+      expect((await connectStatus(`${host}:${port}`)).status).toBe(400);
+      expect(await grpcDial(`${host}:${port}`)).toContain(`IPv4 address ${address}`);
+    }
+    // IPv4-mapped loopback is loopback on both.
+    expect(await connectStatus(`[::ffff:127.0.0.1]:${port}`)).toMatchObject({ status: 403 });
+    expect(await grpcDial(`[::ffff:7f00:1]:${port}`)).toMatch(/destination not allowed.*loopback/);
+    expect(attempts).toEqual([]);
+  });
+
   it("a change takes effect on the next dial, without reconnecting anything", async () => {
     await setPolicy(`127.0.0.1/32:${backend.port}`, "--allow-loopback");
     await waitFor(

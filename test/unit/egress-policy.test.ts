@@ -143,6 +143,37 @@ describe("judging a dial target (the server, before forwarding)", () => {
     expect(d.judgeTarget("169.254.169.254", 80)).toMatchObject({ allowed: false });
   });
 
+  // What CONNECT refuses on its request line, the judge refuses whatever frontend asked: every
+  // spelling a resolver (inet_aton, getaddrinfo) reads as loopback or metadata is judged as that
+  // address, never as a name that a `*` rule allows.
+  it.each([
+    ["localhost.", "loopback"],
+    ["foo.localhost.", "loopback"],
+    ["LocalHost.", "loopback"],
+    ["127.1", "malformed"],
+    ["2130706433", "malformed"],
+    ["0x7f000001", "malformed"],
+    ["0x7f.0.0.1", "malformed"],
+    ["0177.0.0.1", "malformed"],
+    ["127.0.0.1.", "malformed"],
+    ["0251.0376.0251.0376", "malformed"],
+    ["169.254.169.254.", "malformed"],
+    ["2852039166", "malformed"],
+    ["example.127", "malformed"],
+    ["0:0:0:0:0:ffff:7f00:1", "loopback"],
+    ["::ffff:169.254.169.254", "link_local"],
+    ["::127.0.0.1", "malformed"],
+    ["fe80::1%eth0", "malformed"],
+    ["", "malformed"],
+  ])("the default policy refuses %j (%s) under its `*` and /0 rules", (host, rule) => {
+    expect(judge(DEFAULT_EGRESS_POLICY).judgeTarget(host, 80)).toMatchObject({ allowed: false, rule });
+  });
+
+  it("names an address spelt another way in the reason", () => {
+    const v = judge(DEFAULT_EGRESS_POLICY).judgeTarget("0x7f000001", 80);
+    expect(v).toMatchObject({ allowed: false, reason: expect.stringContaining("127.0.0.1") });
+  });
+
   it("an empty policy allows nothing", () => {
     expect(judge(policy([])).judgeTarget("10.0.0.1", 443)).toMatchObject({ rule: "no_rule" });
     expect(judge(policy([])).judgeTarget("a.example", 443)).toMatchObject({ rule: "no_rule" });

@@ -125,6 +125,11 @@ describe("ConnectHeadParser: kube-apiserver HTTPConnect requests", () => {
     expect(parseComplete(connect("svc:65535")).request.port).toBe(65535);
   });
 
+  it("accepts a fully qualified name with its trailing dot, as sent (the policy judges it without)", () => {
+    const { request } = parseComplete(connect("kubernetes.default.svc.cluster.local.:443"));
+    expect(request).toMatchObject({ host: "kubernetes.default.svc.cluster.local.", port: 443 });
+  });
+
   it("accepts HTTP/1.0, which does not require Host", () => {
     const { request } = parseComplete("CONNECT 10.0.0.5:22 HTTP/1.0\r\n\r\n");
     expect(request.httpVersion).toBe("1.0");
@@ -203,7 +208,9 @@ describe("ConnectHeadParser: malformed request lines are 400", () => {
     ["userinfo", "CONNECT user@host:80 HTTP/1.1"],
     ["underscore in host", "CONNECT my_host:80 HTTP/1.1"],
     ["empty label", "CONNECT a..b:80 HTTP/1.1"],
-    ["trailing dot", "CONNECT example.com.:80 HTTP/1.1"],
+    ["trailing dot on an address", "CONNECT 127.0.0.1.:80 HTTP/1.1"],
+    ["octal IPv4 form", "CONNECT 0251.0376.0251.0376:80 HTTP/1.1"],
+    ["IPv4-compatible IPv6", "CONNECT [::127.0.0.1]:80 HTTP/1.1"],
     ["label over 63 chars", `CONNECT ${"a".repeat(64)}.com:80 HTTP/1.1`],
     ["name over 253 chars", `CONNECT ${Array(64).fill("abc").join(".")}:80 HTTP/1.1`],
     ["leading hyphen", "CONNECT -host:80 HTTP/1.1"],

@@ -4,9 +4,9 @@
  * proxy-agent as for ours. An allowed dial leaves with the policy attached in its wire form, for
  * our agents to judge the addresses the name resolves to (they alone see them).
  */
-import { parseDialTarget } from "../../agent/dial-target.js";
 import { egressWireText } from "../../egress/egress-wire.js";
 import { compileEgressPolicy } from "../../egress/judge.js";
+import { hostText, parseTargetAddress } from "../../egress/target.js";
 import { BadRequestError, DESTINATION_NOT_ALLOWED, DestinationNotAllowedError } from "../../errors.js";
 import type { TenantLookup } from "../../tenancy/verify.js";
 import type { DialAuthorizer } from "./gateway-policy.js";
@@ -26,13 +26,22 @@ export function egressAuthorizer(o: EgressAuthorizerOptions): DialAuthorizer {
       o.refused("no_tenant");
       throw new DestinationNotAllowedError(`${DESTINATION_NOT_ALLOWED}: tenant ${ctx.caller.tenant} is gone`);
     }
-    const parsed = parseDialTarget(req.protocol, req.address);
-    if (!parsed.ok) throw new BadRequestError(parsed.error);
-    const verdict = compileEgressPolicy(record.egress).judgeTarget(parsed.target.host, parsed.target.port);
+    // The same reading of the target as the CONNECT parser's (lib/egress/target.ts), so that a
+    // gRPC or forwarded dial cannot spell past the policy what CONNECT refuses.
+    if (req.protocol !== "tcp") throw new BadRequestError(`dial ${quoted(req.protocol)}: unknown network`);
+    const parsed = parseTargetAddress(req.address);
+    if (!parsed.ok) throw new BadRequestError(`dial tcp ${quoted(req.address)}: ${parsed.reason}`);
+    const { host, port } = parsed.value;
+    const verdict = compileEgressPolicy(record.egress).judgeTarget(hostText(host), port);
     if (!verdict.allowed) {
       o.refused(verdict.rule);
       throw new DestinationNotAllowedError(`${DESTINATION_NOT_ALLOWED}: ${verdict.reason}`);
     }
     return { ...req, egress: egressWireText(record.egress) };
   };
+}
+
+/** The caller's own address, bounded: it goes back to the caller and into the log. */
+function quoted(address: string): string {
+  return JSON.stringify(address.length > 80 ? `${address.slice(0, 80)}…` : address);
 }
