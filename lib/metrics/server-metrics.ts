@@ -156,7 +156,7 @@ export class ServerMetrics {
   /** GET /v1/install/<token>.yaml on the gateway port (lib/server/install/install-route.ts). */
   readonly installRequests = new Counter({
     name: "kgw_server_install_requests_total",
-    help: "Agent manifest fetches by outcome: ok, not_found, gone, bad_request, busy, error.",
+    help: "Agent manifest fetches by outcome: ok, not_found, gone, bad_request, throttled, busy, error.",
     labelNames: ["outcome"] as const,
     registers: [this.registry],
   });

@@ -9,6 +9,7 @@ import type { TLSSocket } from "node:tls";
 import { type GatewayError, HeadersTimeoutError, httpStatusFor } from "../errors.js";
 import type { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
+import type { RefusalLog } from "../observability/refusal-log.js";
 import {
   ConnectHeadParser,
   type ConnectRequest,
@@ -30,6 +31,11 @@ export interface FrontendConnectionOptions {
   maxHeaderBytes: number;
   headerTimeoutMs: number;
   log: Logger;
+  /**
+   * Where rejected connections are logged: budgeted and redacted (refusal-log.ts). One per
+   * listener, shared by its connections, so that the budget holds across a flood of them.
+   */
+  refusals: RefusalLog;
   metrics: ServerMetrics;
   onGrpc(connection: Duplex): void;
   onConnect(socket: Socket, request: ConnectRequest, rest: Buffer): void;
@@ -61,7 +67,9 @@ export function acceptFrontendConnection(socket: Socket | TLSSocket, opts: Front
   const reject = (err: GatewayError, reason: string) => {
     cleanup();
     opts.metrics.rejectedConnections.inc({ listener: opts.listener, reason });
-    opts.log.info(
+    // The message may quote the request line or target (a path with a token in it): the
+    // refusal log shapes and bounds it.
+    opts.refusals(
       { listener: opts.listener, code: err.code, err: err.message },
       "rejected frontend connection",
     );

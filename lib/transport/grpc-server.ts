@@ -17,6 +17,10 @@
  *   call a peer has shown no credential (on the agent port, where TLS client certificates are
  *   optional, an h2 session is otherwise free to sit idle for ever);
  * - `drain` sends GOAWAY (calls in flight finish, new ones go elsewhere); `close` ends all.
+ *
+ * Whatever it refuses it logs through one refusal log (lib/observability/refusal-log.ts): a
+ * budget of lines a second, paths as route shapes (a path may be an install link), no header
+ * value; the caller is told the details.
  */
 import {
   createServer,
@@ -29,6 +33,7 @@ import {
 import type { Duplex } from "node:stream";
 import { DeadlineExceededError, GrpcCode } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
+import { type RefusalLog, refusalLog } from "../observability/refusal-log.js";
 import { encodeGrpcMessage, parseGrpcTimeout } from "../proto/grpc-http2.js";
 import { GRPC_RESPONSE_HEADERS, GrpcCallStream } from "./grpc-call-stream.js";
 import type { PeerActivity } from "./http2-peer-watch.js";
@@ -96,8 +101,11 @@ export class GrpcServer {
   /** The transport being handed to Node right now (it creates the session synchronously). */
   private accepting: Duplex | null = null;
   private draining = false;
+  /** Every line about a refused request or connection: budgeted and redacted. */
+  private readonly refusals: RefusalLog;
 
   constructor(private readonly opts: GrpcServerOptions) {
+    this.refusals = refusalLog(opts.log, { knownPaths: new Set(Object.keys(opts.methods)) });
     this.h2 = createServer({
       settings: { initialWindowSize: HTTP2_STREAM_WINDOW_BYTES },
       // Node refuses new streams once a session buffers more than this (10 MB by default); the
@@ -164,7 +172,7 @@ export class GrpcServer {
     const ms = this.opts.firstCallTimeoutMs;
     if (ms <= 0) return;
     const timer = setTimeout(() => {
-      this.opts.log.info({ firstCallTimeoutMs: ms }, "closing an HTTP/2 connection that opened no call");
+      this.refusals({ firstCallTimeoutMs: ms }, "closing an HTTP/2 connection that opened no call");
       transport.destroy();
     }, ms).unref();
     const done = () => clearTimeout(timer);
@@ -215,18 +223,30 @@ export class GrpcServer {
     }
     const handler = Object.hasOwn(this.opts.methods, path) ? this.opts.methods[path] : undefined;
     if (!handler) {
-      this.refuse(stream, GrpcCode.UNIMPLEMENTED, `unknown method ${path}`);
+      this.refuse(stream, path, GrpcCode.UNIMPLEMENTED, `unknown method ${path}`, "unknown method");
       return;
     }
     const encoding = headers["grpc-encoding"];
     if (encoding !== undefined && encoding !== "identity") {
-      this.refuse(stream, GrpcCode.UNIMPLEMENTED, `grpc-encoding ${String(encoding)} is not supported`);
+      this.refuse(
+        stream,
+        path,
+        GrpcCode.UNIMPLEMENTED,
+        `grpc-encoding ${String(encoding)} is not supported`,
+        "grpc-encoding not supported",
+      );
       return;
     }
     const timeout = headers["grpc-timeout"];
     const deadlineMs = typeof timeout === "string" ? parseGrpcTimeout(timeout) : null;
     if (timeout !== undefined && deadlineMs === null) {
-      this.refuse(stream, GrpcCode.INTERNAL, `malformed grpc-timeout ${String(timeout)}`);
+      this.refuse(
+        stream,
+        path,
+        GrpcCode.INTERNAL,
+        `malformed grpc-timeout ${String(timeout)}`,
+        "malformed grpc-timeout",
+      );
       return;
     }
     let answered = false;
@@ -253,7 +273,7 @@ export class GrpcServer {
       },
       refuse: (code, message) => {
         once();
-        this.refuse(stream, code, message);
+        this.refuse(stream, path, code, message, message);
       },
     });
   }
@@ -266,13 +286,22 @@ export class GrpcServer {
   }
 
   private refuseHttp(stream: ServerHttp2Stream, status: number, path: string): void {
-    this.opts.log.info({ status, path }, "refused a frontend HTTP/2 request that is not gRPC");
+    this.refusals({ status, path }, "refused a frontend HTTP/2 request that is not gRPC");
     stream.respond({ ":status": status }, { endStream: true });
   }
 
-  /** A trailers-only answer: the status in the response headers, and the stream closed. */
-  private refuse(stream: ServerHttp2Stream, code: number, message: string): void {
-    this.opts.log.info({ grpcStatus: code, reason: message }, "refused a gRPC call");
+  /**
+   * A trailers-only answer: the status in the response headers, and the stream closed. The
+   * caller is told `message`; the log gets `logged`, which quotes no header value.
+   */
+  private refuse(
+    stream: ServerHttp2Stream,
+    path: string,
+    code: number,
+    message: string,
+    logged: string,
+  ): void {
+    this.refusals({ grpcStatus: code, path, reason: logged }, "refused a gRPC call");
     stream.respond(
       { ...GRPC_RESPONSE_HEADERS, "grpc-status": String(code), "grpc-message": encodeGrpcMessage(message) },
       { endStream: true },

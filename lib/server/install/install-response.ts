@@ -7,13 +7,14 @@
 import type { InstallRefusalReason } from "../../tenancy/install/errors.js";
 
 /** What a fetch came to: the `outcome` label of kgw_server_install_requests_total. */
-export type InstallOutcome = "ok" | "not_found" | "gone" | "bad_request" | "busy" | "error";
+export type InstallOutcome = "ok" | "not_found" | "gone" | "bad_request" | "throttled" | "busy" | "error";
 
 const STATUS: Readonly<Record<InstallOutcome, readonly [number, string]>> = {
   ok: [200, "OK"],
   not_found: [404, "Not Found"],
   gone: [410, "Gone"],
   bad_request: [400, "Bad Request"],
+  throttled: [429, "Too Many Requests"],
   busy: [503, "Service Unavailable"],
   error: [500, "Internal Server Error"],
 };
@@ -26,6 +27,7 @@ const BODY: Readonly<Record<Exclude<InstallOutcome, "ok">, string>> = {
   not_found: "not found\n",
   gone: "this install link has expired or was already used; ask for a new one\n",
   bad_request: "bad request\n",
+  throttled: "too many fetches from your address at once; try again shortly\n",
   busy: "the gateway is busy; try again shortly\n",
   error: "internal error\n",
 };
@@ -52,7 +54,7 @@ export function formatInstallResponse(outcome: InstallOutcome, manifest?: string
     `Content-Length: ${body.length}`,
     "Cache-Control: no-store",
     "X-Content-Type-Options: nosniff",
-    ...(outcome === "busy" ? ["Retry-After: 1"] : []),
+    ...(outcome === "busy" || outcome === "throttled" ? ["Retry-After: 1"] : []),
     "Connection: close",
   ];
   return Buffer.concat([Buffer.from(`${headers.join("\r\n")}\r\n\r\n`, "latin1"), body]);

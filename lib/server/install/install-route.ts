@@ -10,18 +10,22 @@
  * - 404 for an unknown, malformed or revoked token (or any other path); 410 for an expired or
  *   spent one. Every well-formed token takes the same steps (one read of its tenant's record, a
  *   hash, a constant-time compare) whether its tenant exists or not, and the bodies never say.
- * - 400 for a request with a body; 503 when too many fetches are in flight or the store fails.
+ * - 400 for a request with a body; 429 when too many fetches from one source are in flight, 503
+ *   when too many are in all or the store fails (both with Retry-After).
  *
  * Every answer is one write with Content-Length, `Cache-Control: no-store` and
- * `Connection: close`. The log names the token id, never the secret.
+ * `Connection: close`. The log names the token id, never the secret; refusals are logged within
+ * a budget (refusal-log.ts).
  */
 import type { Socket } from "node:net";
 import { GatewayError } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
+import { refusalLog } from "../../observability/refusal-log.js";
 import { InstallTokenRefusedError } from "../../tenancy/install/errors.js";
 import { redeemInstallToken } from "../../tenancy/install/store-operations.js";
 import type { TenantStore } from "../../tenancy/store.js";
+import { sourceKey } from "../../transport/handshake-gate.js";
 import type { GetRequest } from "../../transport/http-connect-parser.js";
 import { formatInstallResponse, type InstallOutcome, outcomeForRefusal } from "./install-response.js";
 
@@ -34,6 +38,15 @@ export const INSTALL_PATH = /^\/v1\/install\/([A-Za-z0-9_-]{1,200})\.yaml$/;
  * without touching the store.
  */
 export const MAX_INSTALL_IN_FLIGHT = 16;
+/**
+ * Fetches from one source (sourceKey: an IPv4 address, an IPv6 /64) answered at once. kubectl
+ * fetches once per install, and a few clusters installed at once behind one NAT stay under this;
+ * a source past it is flooding, and gets 429 + Retry-After, so that one source can hold at most
+ * a quarter of MAX_INSTALL_IN_FLIGHT and never crowd out the others. The table of sources needs
+ * no bound of its own: a source is in it only while it has a fetch in flight, so it never holds
+ * more than MAX_INSTALL_IN_FLIGHT entries.
+ */
+export const MAX_INSTALL_IN_FLIGHT_PER_SOURCE = 4;
 /** From the parsed head to the answer: a store read, a conditional write (with retries), a render. */
 export const INSTALL_ANSWER_TIMEOUT_MS = 10_000;
 /** After the answer, how long a client may take to read it and close before it is cut off. */
@@ -59,7 +72,10 @@ export interface InstallRouteDeps {
 export function createInstallRoute(deps: InstallRouteDeps): InstallRoute {
   const now = deps.now ?? (() => new Date());
   const log = deps.log.child({ component: "install" });
+  // Bogus links cost a line each: within a budget, like every refusal of unauthenticated input.
+  const logRefusal = refusalLog(log);
   let inFlight = 0;
+  const inFlightBySource = new Map<string, number>();
 
   return (socket, request, rest) => {
     let answered = false;
@@ -78,10 +94,8 @@ export function createInstallRoute(deps: InstallRouteDeps): InstallRoute {
       answered = true;
       clearTimeout(timer);
       deps.metrics.installRequests.inc({ outcome });
-      log.info(
-        { outcome, ...fields },
-        outcome === "ok" ? "served an agent manifest" : "refused an install fetch",
-      );
+      if (outcome === "ok") log.info({ outcome, ...fields }, "served an agent manifest");
+      else logRefusal({ outcome, ...fields }, "refused an install fetch");
       if (socket.destroyed) return;
       socket.end(formatInstallResponse(outcome, manifest));
       timer = setTimeout(() => socket.destroy(), INSTALL_LINGER_MS);
@@ -100,11 +114,18 @@ export function createInstallRoute(deps: InstallRouteDeps): InstallRoute {
       answer("not_found", { reason: "path" });
       return;
     }
+    const source = sourceKey(socket.remoteAddress ?? "unknown");
+    const fromSource = inFlightBySource.get(source) ?? 0;
+    if (fromSource >= MAX_INSTALL_IN_FLIGHT_PER_SOURCE) {
+      answer("throttled", { reason: "in-flight-per-source", source });
+      return;
+    }
     if (inFlight >= MAX_INSTALL_IN_FLIGHT) {
-      answer("busy", { reason: "in-flight" });
+      answer("busy", { reason: "in-flight", source });
       return;
     }
     inFlight++;
+    inFlightBySource.set(source, fromSource + 1);
     redeemInstallToken(deps.store, match[1]!, now)
       .then((redeemed) => {
         const fields = {
@@ -141,6 +162,9 @@ export function createInstallRoute(deps: InstallRouteDeps): InstallRoute {
       })
       .finally(() => {
         inFlight--;
+        const left = (inFlightBySource.get(source) ?? 1) - 1;
+        if (left > 0) inFlightBySource.set(source, left);
+        else inFlightBySource.delete(source);
       });
   };
 }

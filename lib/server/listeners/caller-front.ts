@@ -17,6 +17,7 @@ import { GatewayError, grpcStatusFor, httpStatusFor } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import { budgetedInfo } from "../../observability/log-budget.js";
 import type { Logger } from "../../observability/logger.js";
+import { refusalLog } from "../../observability/refusal-log.js";
 import type { FrontendConnectionOptions } from "../../transport/frontend-connection.js";
 import type { GrpcMethodHandler, GrpcServer } from "../../transport/grpc-server.js";
 import { formatConnectResponse } from "../../transport/http-connect-parser.js";
@@ -147,37 +148,42 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
       });
     },
 
-    connectionOptions: (listener, grpc, limits) => ({
-      listener,
-      maxHeaderBytes: limits.maxHeaderBytes,
-      headerTimeoutMs: limits.headerTimeoutMs,
-      log: deps.log.child({ component: "frontend", listener }),
-      metrics,
-      onGrpc: (transport) => grpc.accept(transport),
-      onConnect: (socket: Socket, request, rest) => {
-        const caller = authenticate(listener, socket, request.headers.get("proxy-authorization") ?? []);
-        if (caller instanceof GatewayError) {
-          refused(listener, caller, socket);
-          socket.on("error", () => {});
-          const extra = caller.code === "ERR_PROXY_AUTH_REQUIRED" ? PROXY_AUTHENTICATE : undefined;
-          socket.end(formatConnectResponse(httpStatusFor(caller), undefined, extra));
-          socket.destroySoon();
-          return;
-        }
-        // A tunnel on a revoked credential is broken off, not finished: a reset, never a FIN.
-        const release = deps.hold(caller.credential, () => resetSocket(socket));
-        socket.once("close", release);
-        serveConnect({
-          socket,
-          address: request.target,
-          rest,
-          dialer: bindDialer(deps.dialer, { caller, frontend: "connect" }),
-          log: connectLog,
-          logFailure: logConnectFailure,
-          refused: deps.refusedFrom && (() => deps.refusedFrom?.(socket.remoteAddress)),
-          metrics,
-        });
-      },
-    }),
+    connectionOptions: (listener, grpc, limits) => {
+      const log = deps.log.child({ component: "frontend", listener });
+      return {
+        listener,
+        maxHeaderBytes: limits.maxHeaderBytes,
+        headerTimeoutMs: limits.headerTimeoutMs,
+        log,
+        // One per listener: its connections share the budget (refusal-log.ts).
+        refusals: refusalLog(log),
+        metrics,
+        onGrpc: (transport) => grpc.accept(transport),
+        onConnect: (socket: Socket, request, rest) => {
+          const caller = authenticate(listener, socket, request.headers.get("proxy-authorization") ?? []);
+          if (caller instanceof GatewayError) {
+            refused(listener, caller, socket);
+            socket.on("error", () => {});
+            const extra = caller.code === "ERR_PROXY_AUTH_REQUIRED" ? PROXY_AUTHENTICATE : undefined;
+            socket.end(formatConnectResponse(httpStatusFor(caller), undefined, extra));
+            socket.destroySoon();
+            return;
+          }
+          // A tunnel on a revoked credential is broken off, not finished: a reset, never a FIN.
+          const release = deps.hold(caller.credential, () => resetSocket(socket));
+          socket.once("close", release);
+          serveConnect({
+            socket,
+            address: request.target,
+            rest,
+            dialer: bindDialer(deps.dialer, { caller, frontend: "connect" }),
+            log: connectLog,
+            logFailure: logConnectFailure,
+            refused: deps.refusedFrom && (() => deps.refusedFrom?.(socket.remoteAddress)),
+            metrics,
+          });
+        },
+      };
+    },
   };
 }

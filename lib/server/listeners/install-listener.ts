@@ -12,6 +12,7 @@ import type { ServerOptions } from "../../config/server-options.js";
 import { httpStatusFor, MethodNotAllowedError } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
+import { refusalLog } from "../../observability/refusal-log.js";
 import { acceptFrontendConnection } from "../../transport/frontend-connection.js";
 import { formatConnectResponse } from "../../transport/http-connect-parser.js";
 import { serverTlsSettings } from "../../transport/tls-files.js";
@@ -40,9 +41,12 @@ export function buildInstallListener(
     socket.end(formatConnectResponse(httpStatusFor(err), undefined, { Allow: "GET" }));
     socket.destroySoon();
   };
+  // One for the listener: its connections share the budget (refusal-log.ts).
+  const refusals = refusalLog(log);
   server.on("secureConnection", (socket: TLSSocket) =>
     acceptFrontendConnection(socket, {
       listener: LISTENER,
+      refusals,
       maxHeaderBytes: opts.frontend.maxHeaderBytes,
       headerTimeoutMs: opts.frontend.headerTimeoutMs,
       log,
