@@ -211,3 +211,34 @@ describe("a flood of refused HTTP/2 requests", () => {
     expect(logBytes(from)).toBeLessThan(REQUESTS * MAX_LINE_BYTES);
   });
 });
+
+describe("a flood of refused agent streams", () => {
+  it("is logged within the refusal budget", async () => {
+    const STREAMS = 100;
+    const session = await h2Session();
+    const from = t.logs.length;
+    const started = performance.now();
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: STREAMS }, () =>
+          h2Request(session, {
+            ":method": "POST",
+            ":path": "/AgentService/Connect",
+            "content-type": "application/grpc",
+            te: "trailers",
+            agentid: "flooder",
+            authorization: "Bearer kgw_agent_acme_0123456789abcdef_not-a-secret",
+          }),
+        ),
+      );
+      expect(answers.every((a) => a["grpc-status"] === "16")).toBe(true); // UNAUTHENTICATED
+    } finally {
+      session.close();
+    }
+    const seconds = Math.ceil((performance.now() - started) / 1000);
+    const refusals = () => t.logs.slice(from).filter((l) => l.includes('"agent stream refused"'));
+    await waitFor(() => refusals().length >= STREAMS, 2000, "every refusal written (at info or debug)");
+    const atInfoOrAbove = refusals().filter((l) => !l.includes('"level":"debug"'));
+    expect(atInfoOrAbove.length).toBeLessThanOrEqual(REFUSAL_LINES_PER_SECOND * (seconds + 1));
+  });
+});

@@ -12,6 +12,7 @@ import { EGRESS_HEADER, EGRESS_V1 } from "../../egress/egress-wire.js";
 import { GatewayError, ProtocolError, ShuttingDownError } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
+import { type RefusalLog, refusalLog } from "../../observability/refusal-log.js";
 import { BEARER_PREFIX, Header, parseAgentIdentifiers } from "../../proto/headers.js";
 import { DRAIN_HEADER, DRAIN_V1, negotiatedDrain } from "../../tunnel/drain-advice.js";
 import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../../tunnel/flow-control.js";
@@ -144,6 +145,19 @@ export function admitAgent(deps: AgentAdmissionDeps, req: AgentStreamRequest): A
   };
 }
 
+/**
+ * The refusal log (budgeted, redacted: refusal-log.ts) of the listener `deps` serves: an agent
+ * that has not authenticated may be refused as often as it asks.
+ */
+const refusalLogs = new WeakMap<AgentAdmissionDeps, RefusalLog>();
+function refusalLogOf(deps: AgentAdmissionDeps): RefusalLog {
+  const known = refusalLogs.get(deps);
+  if (known) return known;
+  const log = refusalLog(deps.log);
+  refusalLogs.set(deps, log);
+  return log;
+}
+
 /** Logs and counts a refused agent stream; returns the message safe to send back. */
 export function recordRefusal(
   deps: AgentAdmissionDeps,
@@ -156,7 +170,7 @@ export function recordRefusal(
   // A refused tenant credential says why (revoked, unknown, ...) for the operator; the agent
   // gets the one message for all.
   const reason = (err as { reason?: unknown }).reason;
-  deps.log.warn(
+  refusalLogOf(deps)(
     { peer, code, err: details, ...(typeof reason === "string" ? { reason } : {}) },
     "agent stream refused",
   );
