@@ -79,7 +79,7 @@ export class AgentMetrics {
   /** Ours, apart from endpoint_dial_failure_total: nothing was dialed, and it may be an attack. */
   readonly destinationRefusals = new Counter({
     name: "kgw_agent_destination_refusals_total",
-    help: "Dials refused by the destination policy before any connect, by rule: link_local, loopback, no_rule (the tenant's egress policy), bad_policy.",
+    help: "Dials refused by the destination policy before any connect, by rule: link_local, loopback, no_rule and malformed (the tenant's egress policy), bad_policy.",
     labelNames: ["rule"] as const,
     registers: [this.registry],
   });
