@@ -11,7 +11,7 @@
 import type { FleetMetrics } from "../metrics/fleet-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import type { FleetRegistry } from "../registry/fleet-registry.js";
-import { LeaseKeeper } from "../registry/lease-keeper.js";
+import { LeaseKeeper, readyOnLease } from "../registry/lease-keeper.js";
 import type { OwnerRow } from "../registry/model.js";
 import { OwnershipWriter } from "../registry/ownership-writer.js";
 import { Sweeper } from "../registry/sweeper.js";
@@ -156,15 +156,14 @@ export class Fleet {
 
   /**
    * Hosted readiness: this instance holds its lease (agents or not) and is not draining. While
-   * the registry is unreachable, every instance's lease runs out at once and none can renew it:
-   * an instance that held its lease before the outage (and lost it to nobody) stays ready then,
-   * serving what it knows, rather than the whole fleet reporting unready together.
+   * the registry is unreachable or hung, every instance's lease runs out at once and none can
+   * renew it: an instance that held its lease before the outage (and lost it to nobody) stays
+   * ready then, serving what it knows, rather than the whole fleet reporting unready together
+   * (readyOnLease: a heartbeat still outstanding counts as failing, so the registry's latency
+   * never decides readiness).
    */
   ready(): boolean {
-    if (this.draining) return false;
-    const lease = this.keeper.state();
-    if (lease.held) return true;
-    return !lease.lost && lease.lastSuccessAt !== null && lease.consecutiveFailures > 0;
+    return !this.draining && readyOnLease(this.keeper.state());
   }
 
   state(): FleetState {

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { LEASE_SAFETY_MARGIN_MS } from "../../lib/registry/durations.js";
 import { RegistryUnavailableError } from "../../lib/registry/errors.js";
 import type { FleetRegistry } from "../../lib/registry/fleet-registry.js";
-import { LeaseKeeper } from "../../lib/registry/lease-keeper.js";
+import { LeaseKeeper, readyOnLease } from "../../lib/registry/lease-keeper.js";
 import { MemoryRegistry } from "../../lib/registry/memory-registry.js";
 import { OwnershipWriter } from "../../lib/registry/ownership-writer.js";
 import { Sweeper } from "../../lib/registry/sweeper.js";
@@ -126,6 +126,48 @@ describe("LeaseKeeper", () => {
     expect(k.state()).toMatchObject({ consecutiveFailures: 0, failingSince: null, lastError: null });
     // Regained after losing it: "acquired" again, so the ownership writer re-claims its rows.
     expect(acquired).toEqual([T0, now]);
+  });
+
+  it("stays ready through a hung heartbeat past its lease, as through a refused one", async () => {
+    // Heartbeats wait on a gate while hung: sent, never answered, as to a wedged endpoint.
+    const inner = new MemoryRegistry({ clock });
+    let hung = false;
+    let answer: (() => void) | undefined;
+    const registry = new Proxy(inner, {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver);
+        if (prop !== "heartbeat") return value;
+        return async (...args: Parameters<FleetRegistry["heartbeat"]>) => {
+          if (hung) await new Promise<void>((r) => (answer = r));
+          return target.heartbeat(...args);
+        };
+      },
+    });
+    const k = keeper(registry);
+    cleanups.push(() => {
+      hung = false;
+      answer?.();
+    });
+    k.start();
+    await until(() => k.held());
+    hung = true;
+    await until(() => answer !== undefined);
+    const sent = k.state().outstandingSince;
+    expect(sent).not.toBeNull();
+    // The lease it last wrote runs out with the heartbeat still unanswered: no failure counted
+    // yet, and still ready, judged as of the last good write.
+    now = T0 + 3_000;
+    expect(k.state()).toMatchObject({ held: false, consecutiveFailures: 0 });
+    expect(readyOnLease(k.state())).toBe(true);
+    // The same state with no heartbeat outstanding, or one sent only after the lease ran out
+    // (this process stalled, not the registry): not ready.
+    expect(readyOnLease({ ...k.state(), outstandingSince: null })).toBe(false);
+    expect(readyOnLease({ ...k.state(), outstandingSince: now })).toBe(false);
+    expect(readyOnLease({ ...k.state(), lost: true })).toBe(false);
+    hung = false;
+    answer?.();
+    await until(() => k.held());
+    expect(readyOnLease(k.state())).toBe(true);
   });
 
   it("writes draining at once, and ends the lease on stop", async () => {
