@@ -276,6 +276,44 @@ describe("OwnershipWriter", () => {
     await until(async () => (await agentsIn(sw.registry, "acme")).length === 0, 10_000);
   });
 
+  it("bounds pending deletions at O(1) per release, never scanning what is pending", async () => {
+    // Writes hang (sent, never answered) once `hung`: the queue only grows, as in an outage.
+    const inner = new MemoryRegistry({ clock: () => T0 });
+    let hung = false;
+    const registry = new Proxy(inner, {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver);
+        if (hung && (prop === "claim" || prop === "release")) return () => new Promise(() => {});
+        return value;
+      },
+    });
+    // The writer reads the clock for every key it looks at that is due a re-stamp (is its row
+    // old enough?): a scan of the pending queue shows as thousands of reads per release.
+    let now = T0;
+    let clockReads = 0;
+    const clock = () => {
+      clockReads++;
+      return now;
+    };
+    const w = writer(registry, { maxPendingReleases: 100, clock, concurrency: 4 });
+    const dropped: string[] = [];
+    w.on("dropped", (r) => dropped.push(r.agentId));
+    const leaving = Array.from({ length: 1_000 }, (_, i) => w.claimed("acme", `gone-${i}`));
+    for (let i = 0; i < 2_000; i++) w.claimed("acme", `stays-${i}`);
+    expect(await w.flush(10_000)).toBe(true);
+    hung = true;
+    // Two days on, every row is due a re-stamp, and the registry hangs: 3,000 writes pending,
+    // the first 4 of them in flight.
+    now = T0 + 2 * 86_400_000;
+    w.restamp();
+    clockReads = 0;
+    for (const r of leaving) w.released(r);
+    expect(clockReads / leaving.length).toBeLessThanOrEqual(1);
+    // The oldest given up first (those in flight are kept), each reported once; 100 pending.
+    expect(dropped).toEqual(leaving.slice(4, 904).map((r) => r.agentId));
+    expect(w.state()).toMatchObject({ pendingReleases: 100, droppedReleases: 900 });
+  });
+
   it("re-claims its rows when asked to resync (after a sweep or a lease regained)", async () => {
     const registry = new MemoryRegistry({ clock: () => T0 });
     const w = writer(registry);
