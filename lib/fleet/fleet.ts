@@ -49,6 +49,8 @@ export interface FleetState {
   readonly registry: {
     readonly lastError: string | null;
     readonly consecutiveFailures: number;
+    /** How long the heartbeat in flight has waited for the registry (ms); null when none is. */
+    readonly heartbeatOutstandingMs: number | null;
     readonly pendingClaims: number;
     readonly pendingReleases: number;
   };
@@ -175,6 +177,8 @@ export class Fleet {
       registry: {
         lastError: (lease.lastError ?? writer.lastError)?.message ?? null,
         consecutiveFailures: Math.max(lease.consecutiveFailures, writer.consecutiveFailures),
+        heartbeatOutstandingMs:
+          lease.outstandingSince === null ? null : (this.opts.clock ?? Date.now)() - lease.outstandingSince,
         pendingClaims: writer.pendingClaims,
         pendingReleases: writer.pendingReleases,
       },

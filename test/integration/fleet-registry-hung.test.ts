@@ -30,12 +30,14 @@ function resources(): Map<string, number> {
 interface RegistryView {
   leaseHeld: boolean;
   consecutiveFailures: number;
+  heartbeatOutstandingMs: number | null;
 }
 
 async function registryView(f: FleetInstance): Promise<RegistryView | null> {
   const v = (await f.verbose()) as { fleet?: { leaseHeld: boolean; registry: RegistryView } } | null;
   if (!v?.fleet) return null;
-  return { leaseHeld: v.fleet.leaseHeld, consecutiveFailures: v.fleet.registry.consecutiveFailures };
+  const { consecutiveFailures, heartbeatOutstandingMs } = v.fleet.registry;
+  return { leaseHeld: v.fleet.leaseHeld, consecutiveFailures, heartbeatOutstandingMs };
 }
 
 beforeAll(async () => {
@@ -79,6 +81,7 @@ describe("a fleet whose registry hangs", () => {
     // client's timeouts. The poll runs until every instance has been seen in both.
     const seenOutstanding = new Set<string>();
     const seenFailed = new Set<string>();
+    let longestOutstanding = 0;
     try {
       await waitUntil(
         async () => {
@@ -90,6 +93,7 @@ describe("a fleet whose registry hangs", () => {
               if (status !== 200) notReady.push(`${f.id} ${status} at ${at}ms`);
               if (view && !view.leaseHeld && view.consecutiveFailures === 0) seenOutstanding.add(f.id);
               if (view && view.consecutiveFailures > 0) seenFailed.add(f.id);
+              longestOutstanding = Math.max(longestOutstanding, view?.heartbeatOutstandingMs ?? 0);
             }),
           );
           await new Promise((r) => setTimeout(r, POLL_MS));
@@ -109,6 +113,8 @@ describe("a fleet whose registry hangs", () => {
         `fleet: DynamoDB hung ${hungFor} ms: ${polls} polls of ${fleet.length} instances, ${notReady.length} not ready${notReady.length ? ` (first ${notReady[0]}, last ${notReady.at(-1)})` : ""}`,
       );
       expect(notReady).toEqual([]);
+      // The operator's view showed why: a heartbeat waiting longer than the whole 2 s lease.
+      expect(longestOutstanding).toBeGreaterThan(2_000);
       for (const f of fleet) expect(await f.readyz()).toBe(200);
     } finally {
       await dynamo.start();
