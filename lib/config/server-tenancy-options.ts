@@ -3,7 +3,7 @@
  * parsed and checked here, once; SERVER_FLAGS includes them.
  */
 import { ConfigError } from "../errors.js";
-import { type TenantQuotas, validateQuotas } from "../tenancy/quotas.js";
+import { DEFAULT_MAX_AGENTS, type TenantQuotas, validateQuotas } from "../tenancy/quotas.js";
 import { isValidTenantId } from "../tenancy/tenant-id.js";
 import { defineFlags } from "./flags.js";
 import { INSTALL_FLAG_NAMES, type InstallOptions, parseInstall } from "./install-options.js";
@@ -44,8 +44,8 @@ export const TENANCY_FLAGS = defineFlags({
   },
   "tenant-max-agents": {
     kind: "int",
-    default: 32,
-    help: "With --tenant-store-dir: agent streams a tenant may have connected to this instance (default quota).",
+    default: DEFAULT_MAX_AGENTS,
+    help: "With --tenant-store-dir: agent streams a tenant may have connected to this instance (default quota): twice the 5,000 nodes of the largest Kubernetes cluster, each running the agent as a DaemonSet.",
   },
   "tenant-max-buffered-mib": {
     kind: "int",

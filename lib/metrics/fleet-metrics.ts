@@ -12,6 +12,9 @@ export class FleetMetrics {
   readonly registryRequests: Counter<"operation">;
   readonly registryErrors: Counter<"call">;
   readonly routeReads: Counter<"reason">;
+  readonly droppedReleases: Counter;
+  readonly supersededClaims: Counter;
+  readonly swept: Counter<"item">;
   readonly leaseHeld: Gauge;
   readonly liveInstances: Gauge;
   readonly pendingWrites: Gauge;
@@ -28,7 +31,7 @@ export class FleetMetrics {
     });
     this.registryErrors = new Counter({
       name: "kgw_fleet_registry_errors_total",
-      help: "Registry calls that failed after their retries, by call (heartbeat, ownership, listInstances, ownersOf).",
+      help: "Registry calls that failed after their retries, by call (heartbeat, ownership, sweep, listInstances, ownersOf).",
       labelNames: ["call"] as const,
       registers,
     });
@@ -36,6 +39,22 @@ export class FleetMetrics {
       name: "kgw_fleet_route_reads_total",
       help: "Reads of a tenant's owners for routing, by reason (miss, refresh, not_here); none per dial in the steady state.",
       labelNames: ["reason"] as const,
+      registers,
+    });
+    this.droppedReleases = new Counter({
+      name: "kgw_fleet_ownership_releases_dropped_total",
+      help: "Ownership row deletions given up because too many were pending while the registry was unreachable (the resync after it deletes those rows).",
+      registers,
+    });
+    this.supersededClaims = new Counter({
+      name: "kgw_fleet_ownership_claims_superseded_total",
+      help: "Ownership rows not claimed because a newer incarnation of this instance id holds them (two processes with one --server-id).",
+      registers,
+    });
+    this.swept = new Counter({
+      name: "kgw_fleet_swept_total",
+      help: "What this instance's sweeper removed of dead instances, by item (instances: their leases, rows: their ownership rows).",
+      labelNames: ["item"] as const,
       registers,
     });
     this.leaseHeld = new Gauge({

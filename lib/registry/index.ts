@@ -19,7 +19,7 @@ export {
   type ReleaseOutcome,
   sweepOwnerRows,
 } from "./fleet-registry.js";
-export { LeaseKeeper, type LeaseKeeperOptions, type LeaseState } from "./lease-keeper.js";
+export { LeaseKeeper, type LeaseKeeperOptions, type LeaseState, readyOnLease } from "./lease-keeper.js";
 export { isLeaseLive, liveOwners, sweepable } from "./liveness.js";
 export { MemoryRegistry, type MemoryRegistryOptions } from "./memory-registry.js";
 export type { InstanceLease, LeaseWrite, Listing, OwnerFence, OwnerRow } from "./model.js";

@@ -61,6 +61,26 @@ export interface LeaseState {
   readonly consecutiveFailures: number;
   /** When the current run of failures began; null while healthy. */
   readonly failingSince: number | null;
+  /** When the heartbeat in flight was sent (local clock); null when none is. */
+  readonly outstandingSince: number | null;
+}
+
+/**
+ * Whether an instance with this lease state may call itself ready. It holds its lease; or it
+ * held one and the registry, not this instance, is what stopped it renewing: heartbeats failing,
+ * or one outstanding since before the lease ran out. A hung registry is the same outage as a
+ * refused one: every instance's lease runs out together and none can renew it, so judging by the
+ * last good write keeps the fleet ready instead of failing every health check at once. A newer
+ * incarnation holding our id (lost) ends it; a beat sent only after the lease ran out (this
+ * process stalled, not the registry) does not count.
+ */
+export function readyOnLease(lease: LeaseState): boolean {
+  if (lease.held) return true;
+  if (lease.lost || lease.lastSuccessAt === null) return false;
+  if (lease.consecutiveFailures > 0) return true;
+  return (
+    lease.outstandingSince !== null && lease.heldUntil !== null && lease.outstandingSince < lease.heldUntil
+  );
 }
 
 export class LeaseKeeper extends EventEmitter {
@@ -84,6 +104,7 @@ export class LeaseKeeper extends EventEmitter {
   private lastError: Error | null = null;
   private consecutiveFailures = 0;
   private failingSince: number | null = null;
+  private outstandingSince: number | null = null;
   private timer: NodeJS.Timeout | undefined;
   /** The heartbeat in flight: writes of one keeper never overlap. */
   private inFlight: Promise<void> | undefined;
@@ -138,6 +159,7 @@ export class LeaseKeeper extends EventEmitter {
       lastError: this.lastError,
       consecutiveFailures: this.consecutiveFailures,
       failingSince: this.failingSince,
+      outstandingSince: this.outstandingSince,
     };
   }
 
@@ -190,7 +212,9 @@ export class LeaseKeeper extends EventEmitter {
 
   /** One heartbeat, recorded as the one in flight until it settles (it never rejects). */
   private run(): Promise<void> {
+    this.outstandingSince = this.clock();
     const p: Promise<void> = this.beat().finally(() => {
+      this.outstandingSince = null;
       if (this.inFlight === p) this.inFlight = undefined;
     });
     this.inFlight = p;

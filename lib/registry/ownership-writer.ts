@@ -11,7 +11,7 @@
  *
  * Bounds: pending claims are at most the agents connected (one per key). Pending deletions grow
  * only while the registry is down, one per agent that left; past MAX_PENDING_RELEASES the oldest
- * are dropped and counted, and `resync` (run after every outage and every time the lease is
+ * are dropped (O(1) each: they are kept in the order they became due) and counted, and `resync` (run after every outage and every time the lease is
  * regained) deletes whatever rows of ours the table still holds that no agent backs, and
  * re-claims every connected agent's row, the ones a sweeper removed while we were away included.
  */
@@ -28,6 +28,10 @@ import {
 import type { FleetRegistry } from "./fleet-registry.js";
 import { checkCounter, checkInstanceId, checkRow } from "./keys.js";
 import type { OwnerRow } from "./model.js";
+import type { OwnershipWrite, OwnershipWriterState } from "./ownership-report.js";
+import { PendingReleases } from "./pending-releases.js";
+
+export type { OwnershipWrite, OwnershipWriterState } from "./ownership-report.js";
 
 export interface OwnershipWriterOptions {
   registry: FleetRegistry;
@@ -43,18 +47,6 @@ export interface OwnershipWriterOptions {
   restampAfterMs?: number;
 }
 
-export interface OwnershipWriterState {
-  readonly pendingClaims: number;
-  readonly pendingReleases: number;
-  /** Deletions given up because more than maxPendingReleases were waiting. */
-  readonly droppedReleases: number;
-  /** Claims refused because the table held a newer incarnation's row (we are a stale process). */
-  readonly superseded: number;
-  readonly lastError: Error | null;
-  readonly consecutiveFailures: number;
-  readonly failingSince: number | null;
-}
-
 interface Known {
   row: OwnerRow;
   /** When we wrote it (ms), for TTL re-stamping; 0 when learned from a read. */
@@ -67,7 +59,6 @@ export class OwnershipWriter extends EventEmitter {
   private readonly incarnation: number;
   private readonly clock: () => number;
   private readonly concurrency: number;
-  private readonly maxPendingReleases: number;
   private readonly restampAfterMs: number;
   private readonly backoff: Backoff;
 
@@ -77,6 +68,8 @@ export class OwnershipWriter extends EventEmitter {
   private readonly written = new Map<string, Known>();
   /** Keys whose desired and written rows may differ, oldest first. */
   private readonly dirty = new Set<string>();
+  /** Keys due a deletion (written, no longer desired): kept by `track` as the maps change. */
+  private readonly releasing: PendingReleases;
   private readonly inProgress = new Set<string>();
   private nextSession = 1;
   private resyncWanted = false;
@@ -100,7 +93,7 @@ export class OwnershipWriter extends EventEmitter {
     this.incarnation = checkCounter("incarnation", options.incarnation);
     this.clock = options.clock ?? Date.now;
     this.concurrency = options.concurrency ?? OWNER_WRITE_CONCURRENCY;
-    this.maxPendingReleases = options.maxPendingReleases ?? MAX_PENDING_RELEASES;
+    this.releasing = new PendingReleases(options.maxPendingReleases ?? MAX_PENDING_RELEASES);
     this.restampAfterMs = options.restampAfterMs ?? OWNER_ROW_RESTAMP_MS;
     this.backoff = new Backoff({
       baseMs: OWNER_RETRY_BASE_MS,
@@ -127,11 +120,12 @@ export class OwnershipWriter extends EventEmitter {
     } catch (err) {
       // Admission already refused such ids; if one slips through, the agent still connects and
       // is reachable from this instance, only not advertised.
-      this.report(err);
+      this.report(err, { kind: "invalid-row", tenant: tenant.slice(0, 64), agentId: agentId.slice(0, 64) });
       return row;
     }
     const k = keyOf(row);
     this.desired.set(k, row);
+    this.track(k);
     this.mark(k);
     return row;
   }
@@ -141,6 +135,7 @@ export class OwnershipWriter extends EventEmitter {
     const k = keyOf(row);
     if (this.desired.get(k)?.session !== row.session) return;
     this.desired.delete(k);
+    this.track(k);
     this.mark(k);
     this.boundReleases();
   }
@@ -171,15 +166,11 @@ export class OwnershipWriter extends EventEmitter {
 
   state(): OwnershipWriterState {
     let pendingClaims = 0;
-    let pendingReleases = 0;
-    for (const k of new Set([...this.dirty, ...this.inProgress])) {
-      const work = this.work(k);
-      if (work === "claim") pendingClaims++;
-      else if (work === "release") pendingReleases++;
-    }
+    for (const k of this.dirty) if (this.work(k) === "claim") pendingClaims++;
+    for (const k of this.inProgress) if (!this.dirty.has(k) && this.work(k) === "claim") pendingClaims++;
     return {
       pendingClaims,
-      pendingReleases,
+      pendingReleases: this.releasing.size,
       droppedReleases: this.droppedReleases,
       superseded: this.superseded,
       lastError: this.lastError,
@@ -211,7 +202,14 @@ export class OwnershipWriter extends EventEmitter {
   }
 
   override on(event: "idle", listener: () => void): this;
-  override on(event: "failure", listener: (err: Error) => void): this;
+  /** A write failed (it is retried with backoff), or a row could not be written at all. */
+  override on(event: "failure", listener: (err: Error, write: OwnershipWrite) => void): this;
+  /** Writes succeed again after `failures` failed ones. */
+  override on(event: "recovered", listener: (failures: number) => void): this;
+  /** A pending deletion given up past maxPendingReleases (resync deletes the row later). */
+  override on(event: "dropped", listener: (row: OwnerRow) => void): this;
+  /** A claim refused because a newer incarnation of our instance id wrote the row. */
+  override on(event: "superseded", listener: (row: OwnerRow) => void): this;
   override on(event: string, listener: (...args: never[]) => void): this {
     return super.on(event, listener as (...args: unknown[]) => void);
   }
@@ -237,22 +235,19 @@ export class OwnershipWriter extends EventEmitter {
     this.pump();
   }
 
-  /**
-   * Drops the oldest pending deletions beyond the bound (resync finds those rows again). Writes
-   * in flight count but are not dropped. The count is a scan, done only when the queue could be
-   * over the bound at all.
-   */
+  /** Keeps `releasing` in step with the maps for key `k`: call after changing either. */
+  private track(k: string): void {
+    this.releasing.set(k, this.written.has(k) && !this.desired.has(k));
+  }
+
+  /** Drops the oldest pending deletions beyond the bound (resync finds those rows again). */
   private boundReleases(): void {
-    if (this.dirty.size + this.inProgress.size <= this.maxPendingReleases) return;
-    let pending = 0;
-    for (const k of new Set([...this.dirty, ...this.inProgress])) if (this.work(k) === "release") pending++;
-    for (const k of this.dirty) {
-      if (pending <= this.maxPendingReleases) break;
-      if (this.work(k) !== "release") continue;
+    for (const k of this.releasing.excess(this.inProgress)) {
+      const row = this.written.get(k)?.row;
       this.dirty.delete(k);
       this.written.delete(k);
       this.droppedReleases++;
-      pending--;
+      if (row) this.emitSafely("dropped", row);
     }
   }
 
@@ -299,21 +294,28 @@ export class OwnershipWriter extends EventEmitter {
         const outcome = await this.registry.claim(want);
         if (outcome === "claimed") {
           this.written.set(k, { row: want, writtenAt: this.clock() });
+          this.track(k);
         } else {
           // A newer incarnation of our instance id wrote this row: we are the stale process.
           // Nothing to retry (the LeaseKeeper reports the takeover as "lost"): remember the row
           // as done, never to be re-stamped; its release will be fenced off, as it should.
           this.written.set(k, { row: want, writtenAt: Number.POSITIVE_INFINITY });
+          this.track(k);
           this.superseded++;
+          this.emitSafely("superseded", want);
         }
       } else if (work === "release" && have) {
         await this.registry.release(have.row);
-        if (this.written.get(k) === have) this.written.delete(k);
+        if (this.written.get(k) === have) {
+          this.written.delete(k);
+          this.track(k);
+        }
       }
       this.succeeded();
     } catch (err) {
       failed = true;
-      this.failed(err);
+      const row = want ?? have?.row;
+      this.failed(err, { kind: work ?? "claim", tenant: row?.tenant, agentId: row?.agentId });
     } finally {
       this.inProgress.delete(k);
     }
@@ -326,9 +328,10 @@ export class OwnershipWriter extends EventEmitter {
   private async runResync(): Promise<void> {
     try {
       const { items, unreadable } = await this.registry.rowsOfInstance(this.instanceId);
-      for (const err of unreadable) this.report(err);
+      for (const err of unreadable) this.report(err, { kind: "resync" });
       const now = this.clock();
       this.written.clear();
+      this.releasing.clear();
       for (const row of items) this.written.set(keyOf(row), { row, writtenAt: now });
       // Everything that differs now: rows nobody backs, rows of an older incarnation or
       // session, and connected agents whose row is missing (swept, or never written). A row
@@ -340,12 +343,13 @@ export class OwnershipWriter extends EventEmitter {
         if (want && have && have.incarnation === want.incarnation && have.session === want.session) {
           this.written.set(k, { row: want, writtenAt: now });
         }
+        this.track(k);
         if (this.work(k)) this.dirty.add(k);
       }
       this.succeeded(false);
     } catch (err) {
       this.resyncWanted = true;
-      this.failed(err);
+      this.failed(err, { kind: "resync" });
     } finally {
       this.resyncRunning = false;
     }
@@ -353,28 +357,34 @@ export class OwnershipWriter extends EventEmitter {
   }
 
   private succeeded(resyncIfRecovering = true): void {
-    const recovering = resyncIfRecovering && this.consecutiveFailures > 0;
+    const failures = this.consecutiveFailures;
+    const recovering = resyncIfRecovering && failures > 0;
     this.consecutiveFailures = 0;
     this.failingSince = null;
     this.lastError = null;
     this.backoff.reset();
     // Back from an outage: rows may have been swept or left behind meanwhile.
     if (recovering) this.resyncWanted = true;
+    if (failures > 0) this.emitSafely("recovered", failures);
   }
 
-  private failed(err: unknown): void {
+  private failed(err: unknown, write: OwnershipWrite): void {
     this.consecutiveFailures++;
     this.failingSince ??= this.clock();
     // Writes in flight together fail together: one backoff step per round, not one per write.
     if (!this.paused) this.pause(this.backoff.next());
-    this.report(err);
+    this.report(err, write);
   }
 
-  private report(err: unknown): void {
+  private report(err: unknown, write: OwnershipWrite): void {
     const error = err instanceof Error ? err : new Error(String(err));
     this.lastError = error;
+    this.emitSafely("failure", error, write);
+  }
+
+  private emitSafely(event: string, ...args: unknown[]): void {
     try {
-      if (this.listenerCount("failure") > 0) this.emit("failure", error);
+      if (this.listenerCount(event) > 0) this.emit(event, ...args);
     } catch {
       // Reporting is best effort; state() says it too.
     }

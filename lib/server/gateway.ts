@@ -136,7 +136,7 @@ export class Gateway {
     this.listeners = new ListenerSet(deps.log, this.metrics, throttle);
     this.tenantMetrics = new TenantMetrics(metrics, opts.tenantMetricsLimit);
     this.registry.on("changed", (tenant) =>
-      this.tenantMetrics.agentsChanged(tenant, this.registry.agents(tenant).length),
+      this.tenantMetrics.agentsChanged(tenant, this.registry.count(tenant)),
     );
     this.tracking = { sink: audit, tenants: this.tenantMetrics, instance: opts.serverId };
   }

@@ -29,12 +29,27 @@ export interface TenantQuotas {
 
 export type QuotaName = keyof TenantQuotas;
 
+/** The largest cluster Kubernetes supports (nodes); a DaemonSet runs one agent on each. */
+export const LARGEST_CLUSTER_NODES = 5_000;
+
+/**
+ * Agent streams one tenant may hold on one instance unless its record says otherwise: twice the
+ * largest supported cluster's DaemonSet. Every agent may hold a stream to the same instance (one
+ * instance, or a fleet no larger than --agent-redundancy), and for a while a node's old stream
+ * and its successor's both count (a node pool replaced faster than liveness ends dead streams, a
+ * make-before-break reconnect), so no real cluster reaches it. What it stops is what no cluster
+ * does: a leaked agent token in a scaled-out Deployment, or agents reconnecting in a loop, taking
+ * an instance's memory (about 40-75 KiB per idle stream, docs/PERFORMANCE.md) from the others.
+ */
+export const DEFAULT_MAX_AGENTS = 2 * LARGEST_CLUSTER_NODES;
+
 /** Bounds an operator may set: above them a "quota" is no protection, below them no service. */
 export const QUOTA_BOUNDS: Readonly<Record<QuotaName, readonly [min: number, max: number]>> = {
   maxTunnels: [1, 1_000_000],
   dialsPerSecond: [1, 100_000],
   dialBurst: [1, 1_000_000],
-  maxAgents: [1, 10_000],
+  // Twice the default: room for a tenant given more, still a bound on one instance's streams.
+  maxAgents: [1, 2 * DEFAULT_MAX_AGENTS],
   maxBufferedMiB: [4, 1_048_576],
 };
 

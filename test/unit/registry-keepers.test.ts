@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { LEASE_SAFETY_MARGIN_MS } from "../../lib/registry/durations.js";
 import { RegistryUnavailableError } from "../../lib/registry/errors.js";
 import type { FleetRegistry } from "../../lib/registry/fleet-registry.js";
-import { LeaseKeeper } from "../../lib/registry/lease-keeper.js";
+import { LeaseKeeper, readyOnLease } from "../../lib/registry/lease-keeper.js";
 import { MemoryRegistry } from "../../lib/registry/memory-registry.js";
 import { OwnershipWriter } from "../../lib/registry/ownership-writer.js";
 import { Sweeper } from "../../lib/registry/sweeper.js";
@@ -128,6 +128,48 @@ describe("LeaseKeeper", () => {
     expect(acquired).toEqual([T0, now]);
   });
 
+  it("stays ready through a hung heartbeat past its lease, as through a refused one", async () => {
+    // Heartbeats wait on a gate while hung: sent, never answered, as to a wedged endpoint.
+    const inner = new MemoryRegistry({ clock });
+    let hung = false;
+    let answer: (() => void) | undefined;
+    const registry = new Proxy(inner, {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver);
+        if (prop !== "heartbeat") return value;
+        return async (...args: Parameters<FleetRegistry["heartbeat"]>) => {
+          if (hung) await new Promise<void>((r) => (answer = r));
+          return target.heartbeat(...args);
+        };
+      },
+    });
+    const k = keeper(registry);
+    cleanups.push(() => {
+      hung = false;
+      answer?.();
+    });
+    k.start();
+    await until(() => k.held());
+    hung = true;
+    await until(() => answer !== undefined);
+    const sent = k.state().outstandingSince;
+    expect(sent).not.toBeNull();
+    // The lease it last wrote runs out with the heartbeat still unanswered: no failure counted
+    // yet, and still ready, judged as of the last good write.
+    now = T0 + 3_000;
+    expect(k.state()).toMatchObject({ held: false, consecutiveFailures: 0 });
+    expect(readyOnLease(k.state())).toBe(true);
+    // The same state with no heartbeat outstanding, or one sent only after the lease ran out
+    // (this process stalled, not the registry): not ready.
+    expect(readyOnLease({ ...k.state(), outstandingSince: null })).toBe(false);
+    expect(readyOnLease({ ...k.state(), outstandingSince: now })).toBe(false);
+    expect(readyOnLease({ ...k.state(), lost: true })).toBe(false);
+    hung = false;
+    answer?.();
+    await until(() => k.held());
+    expect(readyOnLease(k.state())).toBe(true);
+  });
+
   it("writes draining at once, and ends the lease on stop", async () => {
     const registry = new MemoryRegistry({ clock });
     const k = keeper(registry, { heartbeatMs: 60_000, leaseMs: 180_000 });
@@ -232,6 +274,44 @@ describe("OwnershipWriter", () => {
     expect(w.state()).toMatchObject({ pendingReleases: 2, pendingClaims: 0 });
     sw.setDown(false);
     await until(async () => (await agentsIn(sw.registry, "acme")).length === 0, 10_000);
+  });
+
+  it("bounds pending deletions at O(1) per release, never scanning what is pending", async () => {
+    // Writes hang (sent, never answered) once `hung`: the queue only grows, as in an outage.
+    const inner = new MemoryRegistry({ clock: () => T0 });
+    let hung = false;
+    const registry = new Proxy(inner, {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver);
+        if (hung && (prop === "claim" || prop === "release")) return () => new Promise(() => {});
+        return value;
+      },
+    });
+    // The writer reads the clock for every key it looks at that is due a re-stamp (is its row
+    // old enough?): a scan of the pending queue shows as thousands of reads per release.
+    let now = T0;
+    let clockReads = 0;
+    const clock = () => {
+      clockReads++;
+      return now;
+    };
+    const w = writer(registry, { maxPendingReleases: 100, clock, concurrency: 4 });
+    const dropped: string[] = [];
+    w.on("dropped", (r) => dropped.push(r.agentId));
+    const leaving = Array.from({ length: 1_000 }, (_, i) => w.claimed("acme", `gone-${i}`));
+    for (let i = 0; i < 2_000; i++) w.claimed("acme", `stays-${i}`);
+    expect(await w.flush(10_000)).toBe(true);
+    hung = true;
+    // Two days on, every row is due a re-stamp, and the registry hangs: 3,000 writes pending,
+    // the first 4 of them in flight.
+    now = T0 + 2 * 86_400_000;
+    w.restamp();
+    clockReads = 0;
+    for (const r of leaving) w.released(r);
+    expect(clockReads / leaving.length).toBeLessThanOrEqual(1);
+    // The oldest given up first (those in flight are kept), each reported once; 100 pending.
+    expect(dropped).toEqual(leaving.slice(4, 904).map((r) => r.agentId));
+    expect(w.state()).toMatchObject({ pendingReleases: 100, droppedReleases: 900 });
   });
 
   it("re-claims its rows when asked to resync (after a sweep or a lease regained)", async () => {

@@ -153,7 +153,7 @@ describe("kgw server options in tenant mode", () => {
         maxTunnels: 1000,
         dialsPerSecond: 100,
         dialBurst: 200,
-        maxAgents: 32,
+        maxAgents: 10_000,
         maxBufferedMiB: 1024,
       },
       install: null,

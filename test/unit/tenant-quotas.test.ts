@@ -32,7 +32,7 @@ describe("quota overrides in the tenant record", () => {
   it.each([
     [{ maxTunnels: 0 }, "maxTunnels must be an integer from 1"],
     [{ dialsPerSecond: 1.5 }, "dialsPerSecond must be an integer"],
-    [{ maxAgents: 10_001 }, "to 10000"],
+    [{ maxAgents: 20_001 }, "to 20000"],
     [{ dialBurst: "5" }, "dialBurst must be an integer"],
     [{ bytes: 1 }, "unknown quota"],
   ])("refuses %j", (q, why) => {

@@ -90,7 +90,7 @@ export function admitAgent(deps: AgentAdmissionDeps, req: AgentStreamRequest): A
     bearerToken: authValue?.slice(BEARER_PREFIX.length),
   });
   // Counted where it is held: agents of the tenant connected to this instance, this one aside.
-  deps.quotas.admitAgent(principal.tenant, deps.registry.agents(principal.tenant).length);
+  deps.quotas.admitAgent(principal.tenant, deps.registry.count(principal.tenant));
   const identifiers = parseAgentIdentifiers(single(req.metadata(Header.agentIdentifiers)) ?? "");
 
   // Our agents offer per-connection flow control; upstream agents never do.
