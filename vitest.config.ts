@@ -28,19 +28,36 @@ if (kubeMissing.length > 0) {
   console.log(`kube-apiserver suite skipped: test/kube needs ${kubeMissing.join(", ")}`);
 }
 
+// Three tiers, run one after another by `npm test` (scripts/test-tiers.mjs prints each one's time):
+// - unit: no sockets to speak of, no child processes that take long; seconds.
+// - integration: real listeners, agents and clients on loopback, in-process or as one child.
+// - system: whole fleets of real processes, kills and outages, upstream's Go code, a real
+//   kube-apiserver, the benchmark's smoke run; minutes.
+// `npm run test:fast` runs the first two for the edit loop.
+const skipped = [
+  ...(hasGo ? [] : ["test/interop/**"]),
+  ...(kubeMissing.length === 0 ? [] : ["test/kube/**"]),
+];
+
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
-    exclude: [
-      ...configDefaults.exclude,
-      ...(hasGo ? [] : ["test/interop/**"]),
-      ...(kubeMissing.length === 0 ? [] : ["test/kube/**"]),
-    ],
     // Integration tests start real listeners and child processes; give them room but keep
     // any single hang from eating the CI budget.
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",
     allowOnly: false,
+    projects: [
+      { extends: true, test: { name: "unit", include: ["test/unit/**/*.test.ts", "test/cdk/**/*.test.ts"] } },
+      { extends: true, test: { name: "integration", include: ["test/integration/**/*.test.ts"] } },
+      {
+        extends: true,
+        test: {
+          name: "system",
+          include: ["test/system/**/*.test.ts", "test/interop/**/*.test.ts", "test/kube/**/*.test.ts"],
+          exclude: [...configDefaults.exclude, ...skipped],
+        },
+      },
+    ],
   },
 });
