@@ -32,6 +32,13 @@ import type { PeerActivity } from "./http2-peer-watch.js";
 /** Bytes queued in the stream before `write` reports backpressure: one credit chunk and change. */
 export const CALL_WRITE_HIGH_WATER_BYTES = 512 * 1024;
 
+/**
+ * How long a failed call's status may wait behind what was already written (the CLOSE_RSPs of
+ * tunnels cut in the same moment, say) before the call is reset instead. A caller that reads
+ * takes queued bytes within a round trip; one that does not would hold the status forever.
+ */
+export const FAIL_FLUSH_MS = 2_000;
+
 export const GRPC_RESPONSE_HEADERS = {
   ":status": 200,
   "content-type": "application/grpc",
@@ -53,6 +60,8 @@ export class GrpcCallStream extends DecodingPacketStream {
   private readonly decoder: GrpcMessageDecoder;
   private status: { code: number; message: string } = { code: GrpcCode.OK, message: "" };
   private readonly activity: PeerActivity;
+  /** Armed by `fail` while the status waits behind queued bytes: resets the call if they stay. */
+  private flushTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
@@ -91,6 +100,7 @@ export class GrpcCallStream extends DecodingPacketStream {
       // A caller that reset the call gets nothing more delivered: it would only start work
       // that is cancelled at once.
       if (stream.rstCode !== undefined && stream.rstCode !== constants.NGHTTP2_NO_ERROR) this.failed = true;
+      clearTimeout(this.flushTimer);
       this.closed();
     });
   }
@@ -142,26 +152,30 @@ export class GrpcCallStream extends DecodingPacketStream {
   }
 
   /**
-   * Ends the call with `err`'s gRPC status and stops delivering. When sent data is still queued
-   * (a caller not reading), the stream is reset instead: the status would wait behind it.
+   * Ends the call with `err`'s gRPC status, after what was already written, and stops
+   * delivering. The status is the caller's only way to tell why (a revoked credential must read
+   * as UNAUTHENTICATED, not as a cancelled call it would retry), so bytes still queued (packets
+   * written in the same moment) go out ahead of it; only if they are still queued after
+   * FAIL_FLUSH_MS (a caller not reading) is the call reset instead.
    */
   fail(err: Error): void {
     this.activity.active();
     this.failed = true;
     this.stream.resume(); // drain and drop what the caller still sends (see the "data" handler)
     if (this.stream.writableEnded || this.stream.destroyed) return;
-    if (this.stream.writableLength > 0) {
-      this.destroy();
-      return;
-    }
     this.status = { code: grpcStatusFor(err), message: err.message };
     this.stream.end();
+    if (this.stream.writableLength > 0) {
+      this.flushTimer = setTimeout(() => this.destroy(), FAIL_FLUSH_MS);
+      this.flushTimer.unref();
+    }
   }
 
   /** Resets the stream (RST_STREAM CANCEL): the caller sees the call cancelled. */
   destroy(_err?: Error): void {
     this.activity.active();
     this.failed = true;
+    clearTimeout(this.flushTimer);
     if (this.stream.destroyed) return;
     // A stream already closed (reset by either side) may still wait for its readable side to
     // be consumed before Node destroys it; close() does nothing then.
