@@ -52,6 +52,8 @@ export interface GrpcCallStreamOptions {
   metadata?: Readonly<Record<string, readonly string[]>> | undefined;
   /** Told of every write and read of the call (the session's peer watch, http2-peer-watch.ts). */
   activity?: PeerActivity | undefined;
+  /** How long a failed call's status may wait behind queued bytes (default FAIL_FLUSH_MS). */
+  failFlushMs?: number;
 }
 
 const NO_ACTIVITY: PeerActivity = { active: () => {}, pingSent: () => () => {} };
@@ -62,6 +64,7 @@ export class GrpcCallStream extends DecodingPacketStream {
   private readonly activity: PeerActivity;
   /** Armed by `fail` while the status waits behind queued bytes: resets the call if they stay. */
   private flushTimer: NodeJS.Timeout | undefined;
+  private readonly failFlushMs: number;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
@@ -70,6 +73,7 @@ export class GrpcCallStream extends DecodingPacketStream {
     super(stream, opts.highWaterMark ?? CALL_WRITE_HIGH_WATER_BYTES);
     this.decoder = new GrpcMessageDecoder(opts.maxMessageBytes);
     this.activity = opts.activity ?? NO_ACTIVITY;
+    this.failFlushMs = opts.failFlushMs ?? FAIL_FLUSH_MS;
     stream.respond({ ...opts.metadata, ...GRPC_RESPONSE_HEADERS }, { waitForTrailers: true });
     this.activity.active();
     stream.on("wantTrailers", () => {
@@ -166,7 +170,7 @@ export class GrpcCallStream extends DecodingPacketStream {
     this.status = { code: grpcStatusFor(err), message: err.message };
     this.stream.end();
     if (this.stream.writableLength > 0) {
-      this.flushTimer = setTimeout(() => this.destroy(), FAIL_FLUSH_MS);
+      this.flushTimer = setTimeout(() => this.destroy(), this.failFlushMs);
       this.flushTimer.unref();
     }
   }
