@@ -274,9 +274,9 @@ describe("what a credential opened is closed when the credential goes", () => {
     await waitFor(() => h.closed.length === 1, 2000, "the expired credential's stream closed");
   });
 
-  it("a caller and an agent that showed a certificate and a token are closed when either is revoked", () => {
+  it("a caller and an agent that showed a certificate and a token are closed when either is revoked", async () => {
     for (const first of ["certificate", "token"] as const) {
-      const { watch, acme, policy } = setup();
+      const { watch, acme, policy, metrics } = setup();
       const caller = policy.authenticateCaller(
         tcp({ verifiedCertificate: callerCert("acme"), authorization: [`Bearer ${acme.caller.token}`] }),
       );
@@ -294,10 +294,27 @@ describe("what a credential opened is closed when the credential goes", () => {
         [expect.stringContaining("(revoked)")],
         [expect.stringContaining("(revoked)")],
       ]);
+      expect(await metrics.registry.getSingleMetricAsString("kgw_server_revoked_streams_total")).toMatch(
+        /role="caller"\} 1\n.*role="agent"\} 1|role="agent"\} 1\n.*role="caller"\} 1/s,
+      );
       for (const h of held) h.release();
       expect(policy.live).toMatchObject({ credentials: 0, holders: 0 });
       policy.close();
     }
+  });
+
+  it("a tenant deleted under a peer that showed both is closed and counted once", async () => {
+    const { watch, acme, policy, metrics } = setup();
+    const caller = policy.authenticateCaller(
+      tcp({ verifiedCertificate: callerCert("acme"), authorization: [`Bearer ${acme.caller.token}`] }),
+    );
+    const h = open(policy, caller.credential);
+    watch.write(deleteTenantRecord(acme.record, T0));
+    expect(h.closed).toHaveLength(1);
+    expect(await metrics.registry.getSingleMetricAsString("kgw_server_revoked_streams_total")).toContain(
+      'kgw_server_revoked_streams_total{role="caller"} 1',
+    );
+    expect(policy.live).toMatchObject({ credentials: 0, holders: 0 });
   });
 
   it("a deleted tenant's streams are told so", () => {

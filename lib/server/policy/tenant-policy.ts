@@ -217,17 +217,18 @@ export function tenantPolicy(o: TenantPolicyOptions): TenantPolicy {
   const hold: CredentialHold = (credential, close) => {
     if (credential instanceof TenantCredential) return live.hold(credential, close);
     if (!(credential instanceof CredentialPair)) return NOTHING_HELD;
-    // Closed once, by whichever credential goes first (both may go in one pass: a deletion).
-    let closed = false;
+    // Closed once, by whichever credential goes first; its hold on the other goes with it, so a
+    // pass that refuses both (a deletion) closes and counts it once.
+    let releases: (() => void)[] = [];
+    const release = () => {
+      for (const r of releases) r();
+    };
     const closeOnce = (err: GatewayError) => {
-      if (closed) return;
-      closed = true;
+      release();
       close(err);
     };
-    const releases = credential.parts.map((part) => live.hold(part, closeOnce));
-    return () => {
-      for (const release of releases) release();
-    };
+    releases = credential.parts.map((part) => live.hold(part, closeOnce));
+    return release;
   };
 
   const recheck = () => {
