@@ -102,8 +102,15 @@ export class ProxyAuthRequiredError extends GatewayError {
  * expired, or its tenant was deleted: what was open on it is closed.
  */
 export class CredentialRevokedError extends UnauthenticatedError {
-  constructor() {
-    super("the credential this connection was authenticated with is no longer valid");
+  /**
+   * `reason`: why (a RefusalReason of lib/tenancy/errors.ts: "revoked", "tenant-deleted", ...),
+   * named in the message too: the peer whose stream is closed proved the credential, so it may
+   * know what became of it.
+   */
+  constructor(readonly reason?: string) {
+    super(
+      `the credential this connection was authenticated with is no longer valid${reason ? ` (${reason})` : ""}`,
+    );
   }
 }
 

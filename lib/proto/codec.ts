@@ -11,7 +11,7 @@
  * message of its type (as Go's getters do).
  */
 import { ProtocolError } from "../errors.js";
-import { type Packet, PacketType } from "./packet.js";
+import { type DialResponsePacket, type Packet, PacketType } from "./packet.js";
 import {
   expectWireType,
   int64FieldSize,
@@ -42,6 +42,9 @@ const EGRESS_TAG = (EGRESS_FIELD << 3) | WIRE_LEN;
 /** DialResponse.failure, our extension (peer links only): field 100, length-delimited. */
 const FAILURE_FIELD = 100;
 const FAILURE_TAG = (FAILURE_FIELD << 3) | WIRE_LEN;
+/** DialResponse.agent, our extension (peer links only): field 101, length-delimited. */
+const AGENT_FIELD = 101;
+const AGENT_TAG = (AGENT_FIELD << 3) | WIRE_LEN;
 
 function encodeBody(packet: Exclude<Packet, { type: "unknown" }>, w: Writer | null): number {
   // One function computes the size (w === null) and writes (w !== null) so the two can never
@@ -67,6 +70,7 @@ function encodeBody(packet: Exclude<Packet, { type: "unknown" }>, w: Writer | nu
     case PacketType.DIAL_RSP: {
       const e = Buffer.byteLength(packet.error);
       const f = packet.failure === undefined ? 0 : Buffer.byteLength(packet.failure);
+      const g = packet.agent === undefined ? 0 : Buffer.byteLength(packet.agent);
       if (w) {
         w.stringField(0x0a, packet.error, e);
         w.int64Field(0x10, packet.connectId);
@@ -76,9 +80,21 @@ function encodeBody(packet: Exclude<Packet, { type: "unknown" }>, w: Writer | nu
           w.varint(f);
           w.pos += w.buf.write(packet.failure as string, w.pos, f, "utf8");
         }
+        if (g !== 0) {
+          w.varint(AGENT_TAG);
+          w.varint(g);
+          w.pos += w.buf.write(packet.agent as string, w.pos, g, "utf8");
+        }
       }
       const failureSize = f === 0 ? 0 : varintSize(FAILURE_TAG) + varintSize(f) + f;
-      return lenFieldSize(e) + int64FieldSize(packet.connectId) + int64FieldSize(packet.random) + failureSize;
+      const agentSize = g === 0 ? 0 : varintSize(AGENT_TAG) + varintSize(g) + g;
+      return (
+        lenFieldSize(e) +
+        int64FieldSize(packet.connectId) +
+        int64FieldSize(packet.random) +
+        failureSize +
+        agentSize
+      );
     }
     case PacketType.CLOSE_REQ:
       w?.int64Field(0x08, packet.connectId);
@@ -171,6 +187,7 @@ function decodeBody(type: PacketType, r: Reader): Packet {
   let bytes: Uint8Array = EMPTY;
   let egress: string | undefined;
   let failure: string | undefined;
+  let agent: string | undefined;
   // Field layout per message (see konnectivity.proto): which field number carries what.
   while (r.pos < r.end) {
     const tag = r.uint32();
@@ -184,6 +201,11 @@ function decodeBody(type: PacketType, r: Reader): Packet {
     if (field === FAILURE_FIELD && type === PacketType.DIAL_RSP) {
       expectWireType(wire, WIRE_LEN, "failure");
       failure = r.string();
+      continue;
+    }
+    if (field === AGENT_FIELD && type === PacketType.DIAL_RSP) {
+      expectWireType(wire, WIRE_LEN, "agent");
+      agent = r.string();
       continue;
     }
     switch (field > 3 ? 0 : type === PacketType.DATA ? field + 10 : field) {
@@ -245,10 +267,12 @@ function decodeBody(type: PacketType, r: Reader): Packet {
       return egress === undefined
         ? { type, protocol: s1, address: s2, random: i3 }
         : { type, protocol: s1, address: s2, random: i3, egress };
-    case PacketType.DIAL_RSP:
-      return failure === undefined
-        ? { type, error: s1, connectId: i2, random: i3 }
-        : { type, error: s1, connectId: i2, random: i3, failure };
+    case PacketType.DIAL_RSP: {
+      const p: DialResponsePacket = { type, error: s1, connectId: i2, random: i3 };
+      if (failure !== undefined) p.failure = failure;
+      if (agent !== undefined) p.agent = agent;
+      return p;
+    }
     case PacketType.CLOSE_REQ:
       return { type, connectId: i1 };
     case PacketType.CLOSE_RSP:

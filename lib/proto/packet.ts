@@ -42,6 +42,11 @@ export interface DialResponsePacket {
    * between gateway instances on the peer port (lib/fleet/peer/peer-outcome.ts).
    */
   failure?: string;
+  /**
+   * Our extension (field 101 of DialResponse): the agent the owner chose for a forwarded dial,
+   * for the forwarding instance's audit record; peer port only, like `failure`.
+   */
+  agent?: string;
 }
 
 export interface CloseRequestPacket {

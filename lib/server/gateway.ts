@@ -21,7 +21,7 @@ import { Pacer } from "../transport/pacer.js";
 import { RefusalThrottle } from "../transport/refusal-throttle.js";
 import { openAuditLog } from "./audit/audit-log.js";
 import { type AuditSink, discardAudit } from "./audit/audit-sink.js";
-import { DialTracker, type DialTrackerDeps } from "./audit/dial-tracker.js";
+import { DialTracker, type DialTrackerDeps, forwardedDial } from "./audit/dial-tracker.js";
 import { TenantMetrics } from "./audit/tenant-metrics.js";
 import { BackendRegistry } from "./core/backend-registry.js";
 import type { AgentDirectory, Dialer } from "./core/dial-context.js";
@@ -203,7 +203,8 @@ export class Gateway {
     directory: AgentDirectory,
     ...[ctx, req, frontend]: Parameters<Dialer>
   ): ReturnType<Dialer> {
-    const tracker = new DialTracker(ctx, req, this.tracking);
+    // One audit record and one count per dial, where the caller's dial arrived.
+    const tracker = ctx.origin === undefined ? new DialTracker(ctx, req, this.tracking) : forwardedDial(ctx);
     try {
       // While draining, connections accepted before it began are still served (a dial on one is
       // as much a part of "open work" as a tunnel); once closing, they get a clear no.

@@ -21,8 +21,9 @@ export interface TenantQuotas {
   /** Agent streams at once, per instance. */
   readonly maxAgents?: number;
   /**
-   * MiB of tunneled bytes this instance may hold for the tenant at once: the receive windows of
-   * its tunnels (each tunnel's base window when it is dialed, more as its window grows).
+   * MiB of the tenant's bytes in flight this instance may hold at once: the receive windows of
+   * its tunnels, what their agent may send without asking (2 MiB each while idle, more once a
+   * tunnel carries data and its window opens), so `maxBufferedMiB / 2` idle tunnels fit.
    */
   readonly maxBufferedMiB?: number;
 }

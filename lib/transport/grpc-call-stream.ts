@@ -32,6 +32,13 @@ import type { PeerActivity } from "./http2-peer-watch.js";
 /** Bytes queued in the stream before `write` reports backpressure: one credit chunk and change. */
 export const CALL_WRITE_HIGH_WATER_BYTES = 512 * 1024;
 
+/**
+ * How long a failed call's status may wait behind what was already written (the CLOSE_RSPs of
+ * tunnels cut in the same moment, say) before the call is reset instead. A caller that reads
+ * takes queued bytes within a round trip; one that does not would hold the status forever.
+ */
+export const FAIL_FLUSH_MS = 2_000;
+
 export const GRPC_RESPONSE_HEADERS = {
   ":status": 200,
   "content-type": "application/grpc",
@@ -45,6 +52,8 @@ export interface GrpcCallStreamOptions {
   metadata?: Readonly<Record<string, readonly string[]>> | undefined;
   /** Told of every write and read of the call (the session's peer watch, http2-peer-watch.ts). */
   activity?: PeerActivity | undefined;
+  /** How long a failed call's status may wait behind queued bytes (default FAIL_FLUSH_MS). */
+  failFlushMs?: number;
 }
 
 const NO_ACTIVITY: PeerActivity = { active: () => {}, pingSent: () => () => {} };
@@ -53,6 +62,9 @@ export class GrpcCallStream extends DecodingPacketStream {
   private readonly decoder: GrpcMessageDecoder;
   private status: { code: number; message: string } = { code: GrpcCode.OK, message: "" };
   private readonly activity: PeerActivity;
+  /** Armed by `fail` while the status waits behind queued bytes: resets the call if they stay. */
+  private flushTimer: NodeJS.Timeout | undefined;
+  private readonly failFlushMs: number;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
@@ -61,6 +73,7 @@ export class GrpcCallStream extends DecodingPacketStream {
     super(stream, opts.highWaterMark ?? CALL_WRITE_HIGH_WATER_BYTES);
     this.decoder = new GrpcMessageDecoder(opts.maxMessageBytes);
     this.activity = opts.activity ?? NO_ACTIVITY;
+    this.failFlushMs = opts.failFlushMs ?? FAIL_FLUSH_MS;
     stream.respond({ ...opts.metadata, ...GRPC_RESPONSE_HEADERS }, { waitForTrailers: true });
     this.activity.active();
     stream.on("wantTrailers", () => {
@@ -91,6 +104,7 @@ export class GrpcCallStream extends DecodingPacketStream {
       // A caller that reset the call gets nothing more delivered: it would only start work
       // that is cancelled at once.
       if (stream.rstCode !== undefined && stream.rstCode !== constants.NGHTTP2_NO_ERROR) this.failed = true;
+      clearTimeout(this.flushTimer);
       this.closed();
     });
   }
@@ -142,26 +156,30 @@ export class GrpcCallStream extends DecodingPacketStream {
   }
 
   /**
-   * Ends the call with `err`'s gRPC status and stops delivering. When sent data is still queued
-   * (a caller not reading), the stream is reset instead: the status would wait behind it.
+   * Ends the call with `err`'s gRPC status, after what was already written, and stops
+   * delivering. The status is the caller's only way to tell why (a revoked credential must read
+   * as UNAUTHENTICATED, not as a cancelled call it would retry), so bytes still queued (packets
+   * written in the same moment) go out ahead of it; only if they are still queued after
+   * FAIL_FLUSH_MS (a caller not reading) is the call reset instead.
    */
   fail(err: Error): void {
     this.activity.active();
     this.failed = true;
     this.stream.resume(); // drain and drop what the caller still sends (see the "data" handler)
     if (this.stream.writableEnded || this.stream.destroyed) return;
-    if (this.stream.writableLength > 0) {
-      this.destroy();
-      return;
-    }
     this.status = { code: grpcStatusFor(err), message: err.message };
     this.stream.end();
+    if (this.stream.writableLength > 0) {
+      this.flushTimer = setTimeout(() => this.destroy(), this.failFlushMs);
+      this.flushTimer.unref();
+    }
   }
 
   /** Resets the stream (RST_STREAM CANCEL): the caller sees the call cancelled. */
   destroy(_err?: Error): void {
     this.activity.active();
     this.failed = true;
+    clearTimeout(this.flushTimer);
     if (this.stream.destroyed) return;
     // A stream already closed (reset by either side) may still wait for its readable side to
     // be consumed before Node destroys it; close() does nothing then.

@@ -26,7 +26,8 @@ export const CONNECTION_WINDOW_BYTES = 2 * 1024 * 1024;
 
 /**
  * The window our receivers actually grant, by sending the difference as credit as soon as the
- * connection is established (a peer that grants only the initial window still works). Sized for
+ * connection is established, or on the server once it carries data (OPEN_WINDOW_AFTER_BYTES; a
+ * peer that grants only the initial window still works). Sized for
  * WAN round trips: a window per round trip is ~190 MB/s per connection at 22 ms RTT, where the
  * initial 2 MiB measured 76 MB/s. It is also what one stalled consumer can hold in memory at
  * the receiver, so it is a per-connection bound, not a shared one.
@@ -67,9 +68,23 @@ export const WINDOW_WAIT_MS = 10;
 /** Window-bound bursts seen in a row before the window grows: one alone can be a fluke. */
 const GROW_AFTER_WAITS = 2;
 
+/**
+ * Where a budget is shared (the server's, per tenant), a connection's window opens above the
+ * protocol's initial one only once it has received this much: a connection that carried a credit
+ * batch is a transfer, while an idle or interactive one (a watch, an exec session) never needs
+ * more than the initial window and so holds only that of its tenant's bytes in flight. The open
+ * comes while most of the initial window is still unspent, about a round trip before it would be.
+ */
+export const OPEN_WINDOW_AFTER_BYTES = CREDIT_BATCH_BYTES;
+
 export interface ReceiveWindowPolicy {
   /** Where the window starts (granted by `openWindow`). */
   initial: number;
+  /**
+   * Bytes received before `openWindow` raises the window to `initial` (0: at once). Until then
+   * the window is the protocol's initial one.
+   */
+  openAfterBytes: number;
   /** Where growth stops. */
   max: number;
   /** Milliseconds, monotonic. */
@@ -139,6 +154,8 @@ export class ConnectionCredit {
   private waits = 0;
   /** Window above the protocol's initial one taken from the budget, given back by `cancel`. */
   private taken = 0;
+  /** Bytes still to receive before the window opens (`openWindow`, `openAfterBytes`); -1: no open pending. */
+  private untilOpen = -1;
 
   /** `grant` sends a KGW_CREDIT packet for this connection. */
   constructor(
@@ -150,6 +167,7 @@ export class ConnectionCredit {
     const initial = p.initial ?? RECEIVE_WINDOW_BYTES;
     this.policy = {
       initial,
+      openAfterBytes: p.openAfterBytes ?? 0,
       max: Math.max(initial, p.max ?? MAX_RECEIVE_WINDOW_BYTES),
       now: p.now ?? (() => performance.now()),
       ...(p.budget ? { budget: p.budget } : {}),
@@ -213,15 +231,24 @@ export class ConnectionCredit {
   }
 
   /**
-   * Receiver: raises the peer's window from the protocol's initial one to ours. Call once, after
-   * the peer knows the connection (DIAL_RSP sent or received).
+   * Receiver: raises the peer's window from the protocol's initial one to ours, at once or once
+   * `openAfterBytes` have arrived. Call once, after the peer knows the connection (DIAL_RSP sent
+   * or received).
    */
   openWindow(): void {
-    this.raiseWindow(this.policy.initial);
+    if (this.policy.openAfterBytes <= 0) this.raiseWindow(this.policy.initial);
+    else this.untilOpen = this.policy.openAfterBytes;
   }
 
   /** Receiver: `n` bytes arrived. False when the peer sent past its window (it broke the rules). */
   received(n: number): boolean {
+    if (this.untilOpen >= 0) {
+      this.untilOpen -= n;
+      if (this.untilOpen <= 0) {
+        this.untilOpen = -1;
+        this.raiseWindow(this.policy.initial);
+      }
+    }
     const now = this.policy.now();
     if (this.lastReceivedAt !== null && now - this.lastReceivedAt >= WINDOW_WAIT_MS) {
       const windowSized =

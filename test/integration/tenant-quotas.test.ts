@@ -35,9 +35,9 @@ beforeAll(async () => {
   tenants.initech = await store.create("initech");
   // Room for the whole storm at once, so that what stops it is the dial rate.
   await store.run(["quota", "initech", "--max-tunnels=100"]);
-  // Stalled readers: a budget of four base windows (2 MiB each), each tunnel growing to 4 MiB.
+  // Idle and stalled tunnels: the smallest budget, two base windows (2 MiB each).
   tenants.umbrella = await store.create("umbrella");
-  await store.run(["quota", "umbrella", "--max-buffered-mib=8", "--max-tunnels=100"]);
+  await store.run(["quota", "umbrella", "--max-buffered-mib=4", "--max-tunnels=100"]);
   t = await startTenantGateway(store.dir, [
     "--tenant-watch-interval=200ms",
     // Each refusal must be seen as a 429 here, all from 127.0.0.1: the throttle that turns
@@ -122,28 +122,22 @@ describe("a tenant at its quotas", () => {
     expect(await refusals("dialsPerSecond")).toBe(refused.length);
   });
 
-  it("stalled readers hold the tenant's bytes in flight: past maxBufferedMiB its next dial is refused; the other tenant moves bytes", async () => {
-    const stalled: Socket[] = [];
-    // Each asks for an endless download and never reads: the gateway holds what its window lets in.
-    const stall = async () => {
-      const r = await connectAs("umbrella");
-      if (r.status !== 200) return r;
+  it("maxBufferedMiB=4 admits two idle tunnels, as documented; stalled, they hold no more and the third dial is refused", async () => {
+    const idle = [await connectAs("umbrella"), await connectAs("umbrella")];
+    expect(idle.map((r) => r.status)).toEqual([200, 200]);
+    // Both established, each holding only the protocol's 2 MiB window: the budget is spent.
+    await waitFor(() => t.gw.activeTunnels >= 2, 5000, "the two idle tunnels");
+    expect(await connectAs("umbrella")).toMatchObject({ status: 429, code: "ERR_QUOTA" });
+    expect(await refusals("maxBufferedMiB")).toBe(1);
+    // Now each asks for an endless download and never reads: its window cannot open past the
+    // budget, so the tenant still holds at most 4 MiB here, and the next dial is still refused.
+    for (const r of idle) {
       r.socket.pause();
       r.socket.write("GET /stream?n=1000000000000 HTTP/1.1\r\nhost: backend\r\n\r\n");
-      stalled.push(r.socket);
-      return r;
-    };
-    const first = await stall();
-    expect(first.status).toBe(200);
-    // Established, its window opened to 4 MiB: 2 of its own, 2 more from the budget.
-    await waitFor(() => t.gw.activeTunnels >= 1, 5000, "the first stalled tunnel");
-    const second = await stall();
-    expect(second.status).toBe(200);
-    const third = await stall();
-    expect(third).toMatchObject({ status: 429, code: "ERR_QUOTA" });
-    expect(await refusals("maxBufferedMiB")).toBe(1);
+    }
+    expect(await connectAs("umbrella")).toMatchObject({ status: 429, code: "ERR_QUOTA" });
     expect(await transferIntact("acme", 4 * 1024 * 1024)).toBe(true);
-    for (const s of stalled) s.destroy();
+    for (const r of idle) r.socket.destroy();
     await waitFor(async () => (await connectAs("umbrella")).status === 200, 5000, "the budget given back");
   });
 

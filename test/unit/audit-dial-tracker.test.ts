@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { DialFailedError, NoAgentError } from "../../lib/errors.js";
 import { ServerMetrics } from "../../lib/metrics/server-metrics.js";
 import type { DialAuditRecord } from "../../lib/server/audit/audit-record.js";
-import { DialTracker } from "../../lib/server/audit/dial-tracker.js";
+import { DialTracker, forwardedDial } from "../../lib/server/audit/dial-tracker.js";
 import { TenantMetrics } from "../../lib/server/audit/tenant-metrics.js";
 import type { DialContext } from "../../lib/server/core/dial-context.js";
 import type { BackendLink, FrontendEnd } from "../../lib/tunnel/endpoints.js";
@@ -138,5 +138,36 @@ describe("following a dial to its audit record", () => {
     expect(text).toContain('kgw_tenant_tunnels_open{tenant="acme"} 0');
     expect(text).toContain('kgw_tenant_dials_total{tenant="acme",outcome="ok"} 1');
     expect(text).toContain('kgw_tenant_bytes_total{tenant="acme",direction="to_client"} 3');
+  });
+});
+
+describe("a dial that crosses a peer hop", () => {
+  it("is recorded where it arrived, with its id, the owner and the agent the owner named", () => {
+    const s = setup();
+    const dialId = s.tracker.context.dialId!;
+    expect(dialId).toMatch(/^[0-9a-f-]{36}$/);
+    s.tracker.forwarded?.("gw-2"); // the peer call opened
+    s.tracker.routed("acme-agent", "gw-2"); // the owner's DIAL_RSP named its agent
+    const { frontend } = establish(s);
+    frontend.closed();
+    expect(s.records[0]).toMatchObject({ dialId, instance: "gw-1", owner: "gw-2", agentId: "acme-agent" });
+  });
+
+  it("names the last owner tried, and no agent, when none answered; its own agent makes it the owner", () => {
+    const s = setup();
+    s.tracker.forwarded?.("gw-2");
+    s.tracker.frontend(s.end).dialFailed(new NoAgentError("no agent"));
+    expect(s.records[0]).toMatchObject({ owner: "gw-2", agentId: null, outcome: "unavailable" });
+    const local = setup();
+    local.tracker.routed("acme-agent");
+    local.tracker.frontend(local.end).dialFailed(new DialFailedError("refused"));
+    expect(local.records[0]).toMatchObject({ instance: "gw-1", owner: "gw-1", agentId: "acme-agent" });
+  });
+
+  it("is neither recorded nor counted at the owner: the origin does both", () => {
+    const forwarded = forwardedDial({ ...ctx, origin: "gw-0", dialId: "d" });
+    const end = setup().end;
+    expect(forwarded.frontend(end)).toBe(end);
+    expect(forwarded.context).toMatchObject({ origin: "gw-0", dialId: "d" });
   });
 });

@@ -22,9 +22,11 @@ afterEach(() => {
 function record(destination: string): DialAuditRecord {
   return buildDialRecord({
     endedAt: Date.now(),
+    dialId: "2f1c9a4e-7b1d-4c3e-9a7f-0d5e6b8c1a2f",
     caller: { tenant: "acme", principal: "token:3f9c2a1b0d4e5f60", listener: "gateway" },
     frontend: "connect",
     instance: "gw-1",
+    owner: "gw-1",
     agentId: "acme-agent",
     destination,
     outcome: "ok",

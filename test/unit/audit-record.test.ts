@@ -18,6 +18,7 @@ const SECRET =
 function input(over: Partial<DialRecordInput> = {}): DialRecordInput {
   return {
     endedAt: Date.UTC(2026, 11, 4, 12, 0, 0, 250),
+    dialId: "2f1c9a4e-7b1d-4c3e-9a7f-0d5e6b8c1a2f",
     caller: {
       tenant: "acme",
       principal: "token:3f9c2a1b0d4e5f60",
@@ -27,6 +28,7 @@ function input(over: Partial<DialRecordInput> = {}): DialRecordInput {
     },
     frontend: "connect",
     instance: "gw-1",
+    owner: "gw-2",
     agentId: "acme-agent",
     destination: "10.0.0.7:10250",
     outcome: "ok",
@@ -43,11 +45,13 @@ describe("the audit record of a dial", () => {
   it("has exactly the documented fields, times in ISO 8601 and milliseconds to a tenth", () => {
     expect(buildDialRecord(input())).toEqual({
       time: "2026-12-04T12:00:00.250Z",
+      dialId: "2f1c9a4e-7b1d-4c3e-9a7f-0d5e6b8c1a2f",
       tenant: "acme",
       principal: "token:3f9c2a1b0d4e5f60",
       listener: "gateway",
       frontend: "connect",
       instance: "gw-1",
+      owner: "gw-2",
       agentId: "acme-agent",
       destination: "10.0.0.7:10250",
       outcome: "ok",
@@ -142,8 +146,10 @@ describe("strings a peer chose are bounded", () => {
     const line = `${JSON.stringify(
       buildDialRecord(
         input({
+          dialId: huge,
           caller: { tenant: huge, principal: huge, listener: "gateway" },
           instance: huge,
+          owner: huge,
           agentId: huge,
           destination: huge,
           outcome: "cancelled",

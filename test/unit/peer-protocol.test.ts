@@ -27,12 +27,33 @@ describe("DialResponse.failure (field 100)", () => {
   });
 });
 
+describe("DialResponse.agent (field 101)", () => {
+  it("round-trips beside failure, and is absent from the bytes when not set", () => {
+    const plain = dialResponse(1n, 1n);
+    const named = { ...plain, agent: "acme-agent" };
+    expect(decodePacket(encodePacket(named))).toEqual(named);
+    expect(encodePacket(named).length).toBe(encodePacket(plain).length + 3 + "acme-agent".length);
+    const failed = { ...dialResponse(1n, 0n, "refused"), failure: "ERR_DIAL_FAILED", agent: "a" };
+    expect(decodePacket(encodePacket(failed))).toEqual(failed);
+  });
+});
+
 describe("the caller's context in metadata", () => {
   const caller = { tenant: "acme", principal: "cert:kube apiserver, ü#0a", listener: "gateway" } as const;
 
   it("round-trips any principal", () => {
     const headers = peerContextHeaders(caller, "connect", "gw a/1");
     expect(parsePeerContext(headers)).toEqual({ caller, frontend: "connect", origin: "gw a/1" });
+  });
+
+  it("carries the dial's id when there is one", () => {
+    const id = "2f1c9a4e-7b1d-4c3e-9a7f-0d5e6b8c1a2f";
+    expect(parsePeerContext(peerContextHeaders(caller, "grpc", "gw-a", id))).toEqual({
+      caller,
+      frontend: "grpc",
+      origin: "gw-a",
+      dialId: id,
+    });
   });
 
   it.each([
@@ -45,6 +66,9 @@ describe("the caller's context in metadata", () => {
     ["kgw-peer-principal", "a%0Db"],
     ["kgw-peer-principal", "a b"],
     ["kgw-peer-origin", "x".repeat(5000)],
+    ["kgw-peer-dial", "x".repeat(65)],
+    ["kgw-peer-dial", "a%0Ab"],
+    ["kgw-peer-dial", ""],
   ])("refuses %s = %j", (name, value) => {
     const headers: Record<string, string | undefined> = peerContextHeaders(caller, "grpc", "gw-a");
     headers[name] = value;

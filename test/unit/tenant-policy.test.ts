@@ -12,6 +12,7 @@ import type { CallerCredentials } from "../../lib/server/policy/caller-auth.js";
 import { type TenantPolicy, tenantPolicy } from "../../lib/server/policy/tenant-policy.js";
 import type { TenantRecord } from "../../lib/tenancy/model.js";
 import {
+  addAgentCertificate,
   addCallerCertificate,
   addToken,
   createTenantRecord,
@@ -56,8 +57,26 @@ function tenant(id: string) {
     },
     T0,
   );
+  record = addAgentCertificate(
+    record,
+    {
+      serial: "3c4d",
+      subject: `O=kgw:tenant-agent,CN=${id}`,
+      uri: `kgw://tenant/${id}/agent`,
+      notAfter: new Date("2027-12-05T10:00:00Z"),
+    },
+    T0,
+  );
   return { record: { ...record, version: 1 }, agent, caller };
 }
+
+/** The same for an agent certificate of `id`. */
+const agentCert = (id: string, serial = "3C4D") =>
+  ({
+    subjectaltname: `URI:kgw://tenant/${id}/agent`,
+    serialNumber: serial,
+    subject: { CN: id },
+  }) as unknown as PeerCertificate;
 
 /** What Node's TLSSocket.getPeerCertificate() gives for a verified caller certificate of `id`. */
 const callerCert = (id: string, serial = "1A2B") =>
@@ -253,6 +272,58 @@ describe("what a credential opened is closed when the credential goes", () => {
     expect(h.closed).toEqual([]);
     clock.now = new Date("2026-12-05T11:00:01Z");
     await waitFor(() => h.closed.length === 1, 2000, "the expired credential's stream closed");
+  });
+
+  it("a caller and an agent that showed a certificate and a token are closed when either is revoked", async () => {
+    for (const first of ["certificate", "token"] as const) {
+      const { watch, acme, policy, metrics } = setup();
+      const caller = policy.authenticateCaller(
+        tcp({ verifiedCertificate: callerCert("acme"), authorization: [`Bearer ${acme.caller.token}`] }),
+      );
+      const agent = policy.authenticateAgent({
+        verifiedCertificate: agentCert("acme"),
+        bearerToken: acme.agent.token,
+      });
+      const held = [open(policy, caller.credential), open(policy, agent.credential)];
+      const revoke = first === "certificate" ? ["1a2b", "3c4d"] : [acme.caller.id, acme.agent.id];
+      let record = acme.record;
+      for (const id of revoke) record = revokeCredential(record, id, T0);
+      watch.write(record);
+      // Each closed once, with the reason, though it was held under both of its credentials.
+      expect(held.map((h) => h.closed.map((e) => e.message))).toEqual([
+        [expect.stringContaining("(revoked)")],
+        [expect.stringContaining("(revoked)")],
+      ]);
+      expect(await metrics.registry.getSingleMetricAsString("kgw_server_revoked_streams_total")).toMatch(
+        /role="caller"\} 1\n.*role="agent"\} 1|role="agent"\} 1\n.*role="caller"\} 1/s,
+      );
+      for (const h of held) h.release();
+      expect(policy.live).toMatchObject({ credentials: 0, holders: 0 });
+      policy.close();
+    }
+  });
+
+  it("a tenant deleted under a peer that showed both is closed and counted once", async () => {
+    const { watch, acme, policy, metrics } = setup();
+    const caller = policy.authenticateCaller(
+      tcp({ verifiedCertificate: callerCert("acme"), authorization: [`Bearer ${acme.caller.token}`] }),
+    );
+    const h = open(policy, caller.credential);
+    watch.write(deleteTenantRecord(acme.record, T0));
+    expect(h.closed).toHaveLength(1);
+    expect(await metrics.registry.getSingleMetricAsString("kgw_server_revoked_streams_total")).toContain(
+      'kgw_server_revoked_streams_total{role="caller"} 1',
+    );
+    expect(policy.live).toMatchObject({ credentials: 0, holders: 0 });
+  });
+
+  it("a deleted tenant's streams are told so", () => {
+    const { watch, acme, policy } = setup();
+    const caller = policy.authenticateCaller(tcp({ verifiedCertificate: callerCert("acme") }));
+    const h = open(policy, caller.credential);
+    watch.write(deleteTenantRecord(acme.record, T0));
+    expect(h.closed[0]).toMatchObject({ code: "ERR_UNAUTHENTICATED", reason: "tenant-deleted" });
+    expect(h.closed[0]!.message).toContain("(tenant-deleted)");
   });
 
   it("a released stream is not closed later, and the drop-in's credentials hold nothing", () => {

@@ -5,7 +5,13 @@ import type { TenantRecord } from "../../lib/tenancy/model.js";
 import { createTenantRecord, deleteTenantRecord, setQuotas } from "../../lib/tenancy/operations.js";
 import { effectiveQuotas, validateQuotas } from "../../lib/tenancy/quotas.js";
 import { decodeTenantRecord, encodeTenantRecord } from "../../lib/tenancy/record-codec.js";
-import { ConnectionCredit } from "../../lib/tunnel/flow-control.js";
+import {
+  CONNECTION_WINDOW_BYTES,
+  ConnectionCredit,
+  MAX_DATA_PACKET_BYTES,
+  OPEN_WINDOW_AFTER_BYTES,
+  RECEIVE_WINDOW_BYTES,
+} from "../../lib/tunnel/flow-control.js";
 
 const T0 = new Date("2026-12-04T10:00:00.000Z");
 const DEFAULTS = { maxTunnels: 3, dialsPerSecond: 10, dialBurst: 5, maxAgents: 2, maxBufferedMiB: 64 };
@@ -181,5 +187,69 @@ describe("ConnectionCredit with a window budget", () => {
     starved.openWindow();
     expect(starved.receiveWindow).toBe(2 * 1024 * 1024);
     expect(granted).toHaveLength(1);
+  });
+});
+
+describe("maxBufferedMiB counts bytes in flight: what each tunnel's window lets its agent send unasked", () => {
+  const MIB = 1024 * 1024;
+  /** A tunnel as the server opens one: its slot, then its receive window (agent-session.ts). */
+  function tunnel(q: ReturnType<typeof tenantQuotas>) {
+    const slot = q.acquireTunnel("acme");
+    const credit = new ConnectionCredit(() => {}, {
+      budget: slot.windowBudget!,
+      openAfterBytes: OPEN_WINDOW_AFTER_BYTES,
+    });
+    credit.openWindow();
+    return { slot, credit };
+  }
+  const book = (maxBufferedMiB: number) =>
+    tenantQuotas({
+      lookup: () => setQuotas(fresh(), { maxTunnels: 1000, dialBurst: 1000, maxBufferedMiB }, T0),
+      defaults: DEFAULTS,
+      refused: () => {},
+      now: () => 0,
+    });
+
+  it("admits maxBufferedMiB / 2 idle tunnels: an idle tunnel holds only the protocol's 2 MiB window", () => {
+    const q = book(4);
+    const idle = [tunnel(q), tunnel(q)];
+    expect(idle.map((t) => t.credit.receiveWindow)).toEqual([
+      CONNECTION_WINDOW_BYTES,
+      CONNECTION_WINDOW_BYTES,
+    ]);
+    expect(() => tunnel(q)).toThrow(expect.objectContaining({ quota: "maxBufferedMiB" }));
+    const big = book(64);
+    expect(Array.from({ length: 32 }, () => tunnel(big))).toHaveLength(32);
+  });
+
+  it("opens a tunnel's window once it carries data, from what the budget has left", () => {
+    const q = book(8);
+    const a = tunnel(q);
+    const b = tunnel(q);
+    a.credit.received(OPEN_WINDOW_AFTER_BYTES);
+    expect(a.credit.receiveWindow).toBe(RECEIVE_WINDOW_BYTES);
+    // 2 + 2 + 2 MiB held: room for one more base window, none for b to open as well.
+    const c = tunnel(q);
+    b.credit.received(OPEN_WINDOW_AFTER_BYTES);
+    expect(b.credit.receiveWindow).toBe(CONNECTION_WINDOW_BYTES);
+    expect(() => tunnel(q)).toThrow(expect.objectContaining({ quota: "maxBufferedMiB" }));
+    a.credit.cancel();
+    a.slot.release();
+    c.slot.release();
+    expect(() => tunnel(q)).not.toThrow();
+  });
+
+  it("stalled readers hold at most the budget: no window grows past it, and a sender past its window breaks the rules", () => {
+    const q = book(4);
+    const stalled = [tunnel(q), tunnel(q)];
+    let held = 0;
+    for (const t of stalled) {
+      // Nothing is read (released): every byte the agent may send stays here.
+      for (let sent = 0; t.credit.received(MAX_DATA_PACKET_BYTES); sent += MAX_DATA_PACKET_BYTES) {
+        if (sent > 64 * MIB) throw new Error("the window never closed");
+      }
+      held += t.credit.receiveWindow;
+    }
+    expect(held).toBe(4 * MIB);
   });
 });

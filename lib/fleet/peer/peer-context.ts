@@ -12,8 +12,11 @@
  * | `kgw-peer-frontend`  | `grpc` or `connect`                                         |
  * | `kgw-peer-listener`  | `tcp`, `uds` or `gateway`                                   |
  * | `kgw-peer-origin`    | the forwarding instance's --server-id, percent-encoded      |
+ * | `kgw-peer-dial`      | the dial's id (its audit record's `dialId`), percent-encoded |
  *
  * Each exactly once (Node joins a repeated header with ", ", which no valid value contains).
+ * `kgw-peer-dial` may be missing (a forwarding instance older than it): the dial is then served
+ * without an id, and the origin still writes its record.
  */
 import type { IncomingHttpHeaders } from "node:http2";
 import type { CallerIdentity, CallerListener, FrontendKind } from "../../server/core/dial-context.js";
@@ -30,12 +33,15 @@ export const PeerHeader = {
   frontend: "kgw-peer-frontend",
   listener: "kgw-peer-listener",
   origin: "kgw-peer-origin",
+  dial: "kgw-peer-dial",
 } as const;
 
 /** Longest principal accepted, decoded: a certificate CN (64) and serial (40) fit many times. */
 const MAX_PRINCIPAL_CHARS = 512;
 /** Longest instance id accepted, decoded: a UUID, a task ARN, a host name. */
 const MAX_ORIGIN_CHARS = 256;
+/** Longest dial id accepted, decoded: ours are UUIDs (36). */
+const MAX_DIAL_ID_CHARS = 64;
 
 const FRONTENDS: readonly FrontendKind[] = ["grpc", "connect"];
 const LISTENERS: readonly CallerListener[] = ["tcp", "uds", "gateway"];
@@ -46,6 +52,8 @@ export interface PeerContext {
   frontend: FrontendKind;
   /** The forwarding instance's id. */
   origin: string;
+  /** The dial's id where it arrived; absent from a forwarding instance that sends none. */
+  dialId?: string;
 }
 
 /** The metadata that carries `caller` and `frontend` from instance `origin`. */
@@ -53,6 +61,7 @@ export function peerContextHeaders(
   caller: CallerIdentity,
   frontend: FrontendKind,
   origin: string,
+  dialId?: string,
 ): Record<string, string> {
   return {
     [PeerHeader.tenant]: caller.tenant,
@@ -60,6 +69,7 @@ export function peerContextHeaders(
     [PeerHeader.frontend]: frontend,
     [PeerHeader.listener]: caller.listener,
     [PeerHeader.origin]: encodeURIComponent(origin),
+    ...(dialId === undefined ? {} : { [PeerHeader.dial]: encodeURIComponent(dialId) }),
   };
 }
 
@@ -89,11 +99,16 @@ export function parsePeerContext(headers: IncomingHttpHeaders): PeerContext | { 
   if (typeof principal !== "string") return principal;
   const origin = decoded(headers, PeerHeader.origin, MAX_ORIGIN_CHARS);
   if (typeof origin !== "string") return origin;
-  return {
+  const context: PeerContext = {
     caller: { tenant, principal, listener: listener as CallerListener },
     frontend: frontend as FrontendKind,
     origin,
   };
+  if (headers[PeerHeader.dial] === undefined) return context;
+  const dialId = decoded(headers, PeerHeader.dial, MAX_DIAL_ID_CHARS);
+  if (typeof dialId !== "string") return dialId;
+  context.dialId = dialId;
+  return context;
 }
 
 /** Only what encodeURIComponent writes: unreserved characters and %XX. */

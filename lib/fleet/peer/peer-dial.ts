@@ -62,6 +62,8 @@ export interface PeerDialOptions {
   linkLost(): string | null;
   /** Told once how the dial ended. */
   outcome(outcome: PeerDialOutcome): void;
+  /** Told which agent the owner chose, when its DIAL_RSP names one (for the audit record). */
+  answeredBy?(agentId: string): void;
 }
 
 type State = "dialing" | "open" | "closing" | "done";
@@ -114,6 +116,7 @@ export class PeerDial implements DialHandle {
     switch (packet.type) {
       case PacketType.DIAL_RSP:
         if (this.state !== "dialing" || packet.random !== RANDOM) return;
+        if (packet.agent !== undefined) this.opts.answeredBy?.(packet.agent);
         if (packet.error !== "" || packet.connectId === 0n) {
           const err = peerDialFailure(this.opts.peer, packet.error, packet.failure);
           this.finish(err instanceof PeerUnavailableError ? "unavailable" : outcomeOf(err));

@@ -142,7 +142,7 @@ export class PeerLinks {
           ":path": PEER_PROXY_PATH,
           "content-type": "application/grpc",
           te: "trailers",
-          ...peerContextHeaders(ctx.caller, ctx.frontend, this.opts.instanceId),
+          ...peerContextHeaders(ctx.caller, ctx.frontend, this.opts.instanceId, ctx.dialId),
         },
         { endStream: false },
       );
@@ -152,13 +152,14 @@ export class PeerLinks {
       this.counted("unavailable");
       throw new PeerUnavailableError(peer.id, (err as Error).message);
     }
-    ctx.observer?.routed(`peer:${peer.id}`);
+    ctx.observer?.forwarded?.(peer.id);
     const call = new PeerCallStream(stream, PEER_MAX_MESSAGE_BYTES, PEER_STREAM_HIGH_WATER_BYTES);
     const dial = new PeerDial(call, frontend, {
       peer: peer.id,
       dialTimeoutMs: this.opts.dialTimeoutMs ?? DEFAULT_PEER_DIAL_TIMEOUT_MS,
       linkLost: () => link.lostReason(session),
       outcome: (outcome) => this.counted(outcome),
+      answeredBy: (agentId) => ctx.observer?.routed(agentId, peer.id),
     });
     dial.start(req);
     return dial;

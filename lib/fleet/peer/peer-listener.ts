@@ -22,7 +22,7 @@ import type { ServerOptions } from "../../config/server-options.js";
 import { GrpcCode } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
-import { bindDialer, type Dialer } from "../../server/core/dial-context.js";
+import type { Dialer } from "../../server/core/dial-context.js";
 import type { ListenerSet } from "../../server/listeners/listener-set.js";
 import { MAX_MESSAGE_BYTES } from "../../server/timeouts.js";
 import type { GrpcMethodHandler } from "../../transport/grpc-server.js";
@@ -87,11 +87,25 @@ export async function buildPeerListener(
       return;
     }
     const call = request.accept();
-    new PeerServeSession(
+    // The dial carries its origin and id: the origin audits it and counts it for the tenant;
+    // the session hears which agent took it (routed) to tell the origin.
+    const session: PeerServeSession = new PeerServeSession(
       call,
-      bindDialer(deps.dialer, { caller: ctx.caller, frontend: ctx.frontend }),
+      (req, frontend) =>
+        deps.dialer(
+          {
+            caller: ctx.caller,
+            frontend: ctx.frontend,
+            origin: ctx.origin,
+            ...(ctx.dialId === undefined ? {} : { dialId: ctx.dialId }),
+            observer: session,
+          },
+          req,
+          frontend,
+        ),
       (outcome) => metrics.peerDialsServed.inc({ outcome }),
       log,
+      { origin: ctx.origin, dialId: ctx.dialId },
     );
   };
 

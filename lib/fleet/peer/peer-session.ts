@@ -6,6 +6,10 @@
  * extension field (peer-outcome.ts), so the forwarding instance can tell "not here" from every
  * other failure, and report each with the status a single instance would.
  *
+ * The dial is the origin's to audit (it writes the one record of a dial, DialContext.origin): the
+ * owner tells it which agent took the dial in the DIAL_RSP (our `agent` extension), and names
+ * the origin and the dial's id in what it logs of the call.
+ *
  * The connection on this call is always connectID 1: the call is its only scope. Nothing is
  * queued: data from the agent goes to the call with its `flushed` callback (credit returns to
  * the agent once HTTP/2 has taken the bytes, which the forwarding instance's stream window
@@ -13,8 +17,15 @@
  */
 import { type GatewayError, ProtocolError } from "../../errors.js";
 import type { Logger } from "../../observability/logger.js";
-import { closeResponse, dataPacket, dialResponse, type Packet, PacketType } from "../../proto/packet.js";
-import type { CallerDialer } from "../../server/core/dial-context.js";
+import {
+  closeResponse,
+  type DialResponsePacket,
+  dataPacket,
+  dialResponse,
+  type Packet,
+  PacketType,
+} from "../../proto/packet.js";
+import type { CallerDialer, DialObserver } from "../../server/core/dial-context.js";
 import { peerCloseKind } from "../../transport/peer-close.js";
 import type { BackendLink, DialHandle, FrontendEnd } from "../../tunnel/endpoints.js";
 import { PacketSink } from "../../tunnel/packet-sink.js";
@@ -28,9 +39,17 @@ export type ServedOutcome = "established" | "not_here" | "failed" | "cancelled";
 
 type State = "idle" | "dialing" | "open" | "done";
 
-export class PeerServeSession {
+/** Who forwarded the dial, and its id there: for the owner's log lines about it. */
+export interface PeerDialIds {
+  origin: string;
+  dialId?: string | undefined;
+}
+
+export class PeerServeSession implements DialObserver {
   private state: State = "idle";
   private random = 0n;
+  /** The agent this instance's directory chose, told to the origin in the DIAL_RSP. */
+  private agentId: string | undefined;
   private handle: DialHandle | null = null;
   private link: BackendLink | null = null;
   private readonly sink: PacketSink;
@@ -40,14 +59,19 @@ export class PeerServeSession {
     private readonly dialer: CallerDialer,
     private readonly served: (outcome: ServedOutcome) => void,
     private readonly log: Logger,
+    private readonly ids: PeerDialIds,
   ) {
     this.sink = new PacketSink(call);
     call.on("data", (packet: Packet) => this.onPacket(packet));
     call.on("error", (err: Error) => {
-      if (!peerCloseKind(err)) log.debug({ err: err.message }, "peer call error");
+      if (!peerCloseKind(err)) log.debug({ ...ids, err: err.message }, "peer call error");
     });
     call.once("end", () => this.finish(true));
     call.once("close", () => this.finish(false));
+  }
+
+  routed(agentId: string): void {
+    this.agentId = agentId;
   }
 
   private onPacket(packet: Packet): void {
@@ -106,7 +130,7 @@ export class PeerServeSession {
         this.state = "open";
         this.link = link;
         this.served("established");
-        this.sink.send(dialResponse(this.random, CONNECT_ID));
+        this.sink.send(this.withAgent(dialResponse(this.random, CONNECT_ID)));
       },
       dialFailed: (err) => this.dialFailed(err, false),
       deliver: (data, flushed) => this.sink.send(dataPacket(CONNECT_ID, data), flushed),
@@ -126,16 +150,22 @@ export class PeerServeSession {
     if (this.state !== "dialing") return;
     this.state = "done";
     this.served(notHere ? "not_here" : "failed");
-    this.sink.send({ ...dialResponse(this.random, 0n, err.message), failure: failureOf(err, notHere) });
+    this.sink.send(
+      this.withAgent({ ...dialResponse(this.random, 0n, err.message), failure: failureOf(err, notHere) }),
+    );
     this.call.end();
   }
 
   private protocolError(message: string): void {
-    this.log.warn({ reason: message }, "closing a peer call that broke the protocol");
+    this.log.warn({ ...this.ids, reason: message }, "closing a peer call that broke the protocol");
     this.finish(false);
     const err = new ProtocolError(message);
     if (this.call.fail) this.call.fail(err);
     else this.call.destroy(err);
+  }
+
+  private withAgent(packet: DialResponsePacket): DialResponsePacket {
+    return this.agentId === undefined ? packet : { ...packet, agent: this.agentId };
   }
 
   /** The forwarding instance ended the call (`graceful`) or it broke: release what it held. */

@@ -86,14 +86,15 @@ export function dialFailureOutcome(code: ErrorCode | null): DialOutcome {
  */
 export const AUDIT_DESTINATION_MAX_CHARS = 256;
 /**
- * Longest principal, agent ID, instance and tenant kept. Ours are far shorter ("token:" and 16
- * hex digits; a certificate's CN and a 40-digit serial); an agent ID or a CN is the peer's.
+ * Longest principal, agent ID, instances, dial id and tenant kept. Ours are far shorter
+ * ("token:" and 16 hex digits; a certificate's CN and a 40-digit serial; a UUID); an agent ID
+ * or a CN is the peer's.
  */
 export const AUDIT_NAME_MAX_CHARS = 128;
 /**
  * Every record, serialized as one JSON line, is at most this long: with the cuts above and every
  * character at most 3 bytes of UTF-8 (controls and lone surrogates are replaced, never escaped),
- * the strings take at most 2.3 KiB. At or under PIPE_BUF (4096 on Linux) one write of a record
+ * the strings take at most 3 KiB. At or under PIPE_BUF (4096 on Linux) one write of a record
  * to a pipe is atomic, so records on stdout are never interleaved with the server log's lines.
  */
 export const AUDIT_RECORD_MAX_BYTES = 4096;
@@ -101,13 +102,26 @@ export const AUDIT_RECORD_MAX_BYTES = 4096;
 export interface DialAuditRecord {
   /** When the record was written (the tunnel ended or the dial failed), ISO 8601 UTC. */
   time: string;
+  /**
+   * The dial's id, made where the dial arrived and carried over a peer hop: the owner's log lines
+   * about a forwarded dial name it too.
+   */
+  dialId: string;
   tenant: string;
   /** "cert:<CN>#<serial>", "token:<id>", "uds" or "anonymous"; never a secret. */
   principal: string;
   listener: CallerListener;
   frontend: FrontendKind;
-  /** The server that served the dial (--server-id). */
+  /**
+   * The server where the caller's dial arrived (--server-id): the origin, which writes the one
+   * record of a dial, forwarded or not.
+   */
   instance: string;
+  /**
+   * The server whose agent took the dial: `instance` itself, or the peer it was forwarded to
+   * (the last one tried, when none answered); null when it went to none.
+   */
+  owner: string | null;
   /** null when no agent was chosen (none available, refused by policy first). */
   agentId: string | null;
   /** host:port as the caller asked for it. */
@@ -128,9 +142,11 @@ export interface DialAuditRecord {
 export interface DialRecordInput {
   /** Epoch milliseconds of the end. */
   endedAt: number;
+  dialId: string;
   caller: CallerIdentity;
   frontend: FrontendKind;
   instance: string;
+  owner: string | null;
   agentId: string | null;
   destination: string;
   outcome: DialOutcome;
@@ -169,11 +185,13 @@ const ms = (n: number): number => Math.max(0, Math.round(n * 10) / 10);
 export function buildDialRecord(input: DialRecordInput): DialAuditRecord {
   return {
     time: new Date(input.endedAt).toISOString(),
+    dialId: auditField(input.dialId, AUDIT_NAME_MAX_CHARS),
     tenant: auditField(input.caller.tenant, AUDIT_NAME_MAX_CHARS),
     principal: auditField(input.caller.principal, AUDIT_NAME_MAX_CHARS),
     listener: input.caller.listener,
     frontend: input.frontend,
     instance: auditField(input.instance, AUDIT_NAME_MAX_CHARS),
+    owner: input.owner === null ? null : auditField(input.owner, AUDIT_NAME_MAX_CHARS),
     agentId: input.agentId === null ? null : auditField(input.agentId, AUDIT_NAME_MAX_CHARS),
     destination: auditField(input.destination, AUDIT_DESTINATION_MAX_CHARS),
     outcome: input.outcome,

@@ -8,6 +8,7 @@
  * Cost on the data path: one extra call and two integer additions per chunk each way; the
  * wrappers are made once per dial. Nothing is logged or allocated per chunk.
  */
+import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { type ErrorCode, GatewayError } from "../../errors.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
@@ -25,11 +26,31 @@ export interface DialTrackerDeps {
 
 type State = "dialing" | "open" | "done";
 
-export class DialTracker implements DialObserver {
+/** What the gateway's Dialer asks of whatever follows a dial. */
+export interface DialTracking {
+  /** The context to dial with. */
+  readonly context: DialContext;
+  frontend(end: FrontendEnd): FrontendEnd;
+  handle(handle: DialHandle): DialHandle;
+  /** The dial was refused before it was sent (thrown by the Dialer). */
+  failed(err: unknown): void;
+}
+
+/**
+ * A dial another instance forwarded here (DialContext.origin): that instance follows it, writes
+ * its one audit record and counts it in its tenant's metrics, so this one does neither (it counts
+ * it in kgw_server_peer_dials_served_total).
+ */
+export function forwardedDial(ctx: DialContext): DialTracking {
+  return { context: ctx, frontend: (end) => end, handle: (handle) => handle, failed: () => {} };
+}
+
+export class DialTracker implements DialObserver, DialTracking {
   /** The context to dial with: the caller's, with this tracker as its observer. */
   readonly context: DialContext;
   private state: State = "dialing";
   private agentId: string | null = null;
+  private owner: string | null = null;
   private bytesFromCaller = 0;
   private bytesToCaller = 0;
   private readonly startedAt = performance.now();
@@ -41,12 +62,19 @@ export class DialTracker implements DialObserver {
     private readonly req: DialRequest,
     private readonly deps: DialTrackerDeps,
   ) {
-    this.context = { ...ctx, observer: this };
+    // A random id (122 bits): unique without coordination between instances.
+    this.context = { ...ctx, dialId: ctx.dialId ?? randomUUID(), observer: this };
     this.series = deps.tenants.dialStarted(ctx.caller.tenant);
   }
 
-  routed(agentId: string): void {
+  routed(agentId: string, owner = this.deps.instance): void {
     this.agentId = agentId;
+    this.owner = owner;
+  }
+
+  forwarded(owner: string): void {
+    this.agentId = null;
+    this.owner = owner;
   }
 
   /** The dial was refused before it was sent (thrown by the Dialer). */
@@ -123,9 +151,11 @@ export class DialTracker implements DialObserver {
     this.deps.sink.write(
       buildDialRecord({
         endedAt: Date.now(),
+        dialId: this.context.dialId!,
         caller,
         frontend,
         instance: this.deps.instance,
+        owner: this.owner,
         agentId: this.agentId,
         destination: this.req.address,
         outcome,

@@ -36,7 +36,7 @@ import {
   packetTypeName,
 } from "../../proto/packet.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
-import { ConnectionCredit, type WindowBudget } from "../../tunnel/flow-control.js";
+import { ConnectionCredit, OPEN_WINDOW_AFTER_BYTES, type WindowBudget } from "../../tunnel/flow-control.js";
 import { PacketSink } from "../../tunnel/packet-sink.js";
 import type { PacketStream } from "../../tunnel/packet-stream.js";
 import { PauseLatch } from "../../tunnel/pause-latch.js";
@@ -254,7 +254,7 @@ export class AgentSession extends EventEmitter<{
         (bytes) => {
           if (!conn.closing && this.conns.get(connectId) === conn) this.send(credit(connectId, bytes));
         },
-        { budget: pending.windowBudget },
+        { budget: pending.windowBudget, openAfterBytes: OPEN_WINDOW_AFTER_BYTES },
       );
     }
     this.conns.set(connectId, conn);

@@ -55,12 +55,26 @@ export type FrontendKind = "grpc" | "connect";
  * with its agent too.
  */
 export interface DialObserver {
-  routed(agentId: string): void;
+  /** `agentId` took the dial, on instance `owner` (absent: this one). */
+  routed(agentId: string, owner?: string): void;
+  /** The dial went over a peer link to instance `owner`, which has not said which agent yet. */
+  forwarded?(owner: string): void;
 }
 
 export interface DialContext {
   readonly caller: CallerIdentity;
   readonly frontend: FrontendKind;
+  /**
+   * The dial's id, the same on every instance it crosses: made where the caller's dial arrived
+   * (its audit record's `dialId`), carried over a peer hop, so that what the owner logs about
+   * it joins that record.
+   */
+  readonly dialId?: string;
+  /**
+   * Set on a dial another instance forwarded here: that instance's id. The origin writes the
+   * dial's one audit record and counts it in its tenant's metrics; the owner does neither.
+   */
+  readonly origin?: string;
   /** Set per dial by the gateway; absent where nobody audits (tests of the core). */
   readonly observer?: DialObserver;
   /**

@@ -15,6 +15,7 @@ import type { PeerCertificate } from "node:tls";
 import {
   BadRequestError,
   CredentialRevokedError,
+  type GatewayError,
   ProxyAuthRequiredError,
   UnauthenticatedError,
 } from "../../errors.js";
@@ -95,6 +96,26 @@ class TenantCredential implements CredentialRef {
   }
 }
 
+/**
+ * A certificate and a token shown together (both checked, both the same tenant's): what they
+ * opened was authenticated by each, so it is held under each, and whichever is revoked first
+ * closes it. Holding it under one of them only would let the other's revocation pass unseen.
+ */
+class CredentialPair implements CredentialRef {
+  readonly key: string;
+
+  constructor(readonly parts: readonly [TenantCredential, TenantCredential]) {
+    this.key = `${parts[0].key}+${parts[1].key}`;
+  }
+}
+
+/** What a peer that showed `byCert` and/or `byToken` is held under. */
+function credentialOf(byCert: TenantPrincipal | undefined, byToken: TenantPrincipal | undefined) {
+  if (byCert && byToken)
+    return new CredentialPair([TenantCredential.of(byCert), TenantCredential.of(byToken)]);
+  return TenantCredential.of((byCert ?? byToken)!);
+}
+
 function tenantUsable(lookup: TenantLookup, tenantId: string): RefusalReason | undefined {
   const record = lookup(tenantId);
   if (!record) return "unknown-tenant";
@@ -153,8 +174,11 @@ export function tenantPolicy(o: TenantPolicyOptions): TenantPolicy {
         "an agent must present its tenant's agent token (authorization: Bearer) or agent certificate",
       );
     }
-    const credential = TenantCredential.of(principal);
-    return { tenant: principal.tenantId, identity: credential.credentialId, credential };
+    return {
+      tenant: principal.tenantId,
+      identity: TenantCredential.of(principal).credentialId,
+      credential: credentialOf(byCert, byToken),
+    };
   };
 
   const authenticateCaller: CallerAuthenticator = ({ listener, verifiedCertificate, authorization }) => {
@@ -178,28 +202,41 @@ export function tenantPolicy(o: TenantPolicyOptions): TenantPolicy {
         "a tenant's caller credential is required: a client certificate, or a caller token as Bearer (Proxy-Authorization on CONNECT)",
       );
     }
-    const credential = TenantCredential.of(principal);
     return {
       tenant: principal.tenantId,
-      // With both shown, the token is the credential tracked for revocation (both were checked).
+      // With both shown, the token names the caller; both are held for revocation.
       principal:
         byToken || !verifiedCertificate
           ? `token:${principal.credentialId}`
           : certificatePrincipal(verifiedCertificate),
       listener,
-      credential,
+      credential: credentialOf(byCert, byToken),
     };
   };
 
-  const hold: CredentialHold = (credential, close) =>
-    credential instanceof TenantCredential ? live.hold(credential, close) : NOTHING_HELD;
+  const hold: CredentialHold = (credential, close) => {
+    if (credential instanceof TenantCredential) return live.hold(credential, close);
+    if (!(credential instanceof CredentialPair)) return NOTHING_HELD;
+    // Closed once, by whichever credential goes first; its hold on the other goes with it, so a
+    // pass that refuses both (a deletion) closes and counts it once.
+    let releases: (() => void)[] = [];
+    const release = () => {
+      for (const r of releases) r();
+    };
+    const closeOnce = (err: GatewayError) => {
+      release();
+      close(err);
+    };
+    releases = credential.parts.map((part) => live.hold(part, closeOnce));
+    return release;
+  };
 
   const recheck = () => {
     const at = now();
     for (const ref of live.refs()) {
       const reason = ref.recheck(lookup, at);
       if (reason === undefined) continue;
-      const closed = live.revoke(ref.key, new CredentialRevokedError());
+      const closed = live.revoke(ref.key, new CredentialRevokedError(reason));
       o.metrics.revokedStreams.inc({ role: ref.role }, closed);
       log.info(
         { tenant: ref.tenantId, role: ref.role, credential: ref.credentialId, reason, closed },
