@@ -125,8 +125,12 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
     if (!this.ended) this.send(drain());
   }
 
-  /** Destroys every backend socket and pending dial; the owner closes the stream itself. */
-  shutdown(): void {
+  /**
+   * Destroys every backend socket and pending dial; the owner closes the stream itself. With
+   * `letFlush`, connections the server already closed keep writing their last bytes to the
+   * backend (they need nothing from the stream; BACKEND_CLOSE_FLUSH_TIMEOUT_MS bounds them).
+   */
+  shutdown(letFlush = false): void {
     if (this.ended) return;
     this.ended = true;
     for (const p of this.pending.values()) {
@@ -137,7 +141,7 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
     for (const conn of this.conns.values()) conn.abort();
     this.opts.metrics.openEndpointConnections.dec(this.conns.size);
     this.conns.clear();
-    for (const conn of this.flushing) conn.abort();
+    if (!letFlush) for (const conn of this.flushing) conn.abort();
     this.emit("load", 0);
     this.emit("closed");
   }
@@ -341,16 +345,18 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
       this.send(closeResponse(connectId, UNKNOWN_CONNECT_ID));
       return;
     }
-    this.forget(conn);
     this.flushing.add(conn);
     conn.closeFromServer(() => this.flushing.delete(conn));
+    // The answer is queued before the load drops: a listener that ends the stream once the load
+    // is zero (a drained server's connection) must find it already written.
     this.send(closeResponse(connectId));
+    this.forget(conn);
   }
 
   private onBackendClosed(conn: EndpointConnection, error: string): void {
     if (this.conns.get(conn.connectId) !== conn) return;
-    this.forget(conn);
     this.send(closeResponse(conn.connectId, error));
+    this.forget(conn);
   }
 
   private forget(conn: EndpointConnection): void {

@@ -18,7 +18,7 @@
  * A server that sends DRAIN (it is shutting down; lib/tunnel/drain-advice.ts) is retired: it no
  * longer counts towards the target, so a replacement is dialed at once through the same address
  * (behind a load balancer, another instance; a closed listener fails and backs off as usual),
- * while the tunnels already open on it go on. It is closed once they are done, or when the
+ * while the tunnels already open on it go on. It is ended in order once they are done, or closed when the
  * server closes it: make-before-break.
  */
 import { EventEmitter } from "node:events";
@@ -35,8 +35,11 @@ export interface ServerLink {
   drain(): void;
   /** Closes at once. */
   close(reason: string): void;
-  /** Ends the stream in order (what was sent, DRAIN among it, arrives); resolves once it is over. */
-  end(reason: string): Promise<void>;
+  /**
+   * Ends the stream in order (what was sent, DRAIN among it, arrives); resolves once it is over.
+   * `drained`: a draining server's last tunnel is done, so the end follows its last bytes.
+   */
+  end(reason: string, opts?: { drained?: boolean }): Promise<void>;
   on(event: "closed", listener: (reason: string) => void): unknown;
   on(event: "load", listener: (load: number) => void): unknown;
   /** The server sent DRAIN: it is shutting down (drain advice). */
@@ -211,7 +214,7 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
     );
     link.on("load", (load) => {
       this.emit("load", this.load);
-      if (load === 0 && this.retiring.get(serverId) === link) link.close("server drained");
+      if (load === 0 && this.retiring.get(serverId) === link) this.endDrained(link);
     });
     link.on("serverDraining", () => this.retire(link));
     link.on("closed", (reason) => {
@@ -247,9 +250,18 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
       "proxy server is draining; connecting to another",
     );
     this.changed();
-    if (link.load === 0) link.close("server drained");
+    if (link.load === 0) this.endDrained(link);
     // Right away: the server asked us to move, and nothing failed that would call for a backoff.
     this.schedule(0);
+  }
+
+  /**
+   * A draining server's connection has nothing left: end it in order. Cutting it would drop what
+   * is still queued on it, the last tunnel's final DATA and CLOSE_RSP among it, and the server
+   * would then fail that tunnel as if the agent had vanished.
+   */
+  private endDrained(link: ServerLink): void {
+    void link.end("server drained", { drained: true });
   }
 
   private changed(): void {

@@ -22,7 +22,11 @@ import { DRAIN_HEADER, DRAIN_V1 } from "../tunnel/drain-advice.js";
 import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../tunnel/flow-control.js";
 import { BackendDialer, type BackendDialerOptions } from "./backend-dialer.js";
 import type { ServerEndpoint } from "./server-endpoint.js";
-import { SERVER_HANDSHAKE_TIMEOUT_MS, SERVER_STREAM_END_GRACE_MS } from "./timeouts.js";
+import {
+  SERVER_DRAINED_END_GRACE_MS,
+  SERVER_HANDSHAKE_TIMEOUT_MS,
+  SERVER_STREAM_END_GRACE_MS,
+} from "./timeouts.js";
 import type { TokenSource } from "./token-source.js";
 import { openGrpcStream } from "./transports/grpc-transport.js";
 import type { HeaderMap, OpenedStream, StreamEnd } from "./transports/opened-stream.js";
@@ -38,6 +42,14 @@ export interface ServerConnectionDeps {
   dialer: Omit<BackendDialerOptions, "log" | "metrics">;
   log: Logger;
   metrics: AgentMetrics;
+}
+
+export interface EndOptions {
+  /**
+   * The server is draining and the stream carries nothing any more: backend connections the
+   * server closed finish writing, and the server gets SERVER_DRAINED_END_GRACE_MS to answer.
+   */
+  drained?: boolean;
 }
 
 function single(headers: HeaderMap, name: string): string | undefined {
@@ -179,21 +191,22 @@ export class ServerConnection extends EventEmitter<{
    * written, so the server has read all of it when it ends its side in turn. Resolves once the
    * stream is over; a server that does not answer within SERVER_STREAM_END_GRACE_MS is cut off.
    */
-  async end(reason: string): Promise<void> {
-    if (!this.release(reason)) return this.over;
+  async end(reason: string, opts: EndOptions = {}): Promise<void> {
+    if (!this.release(reason, opts.drained === true)) return this.over;
     this.opened.stream.end();
+    const graceMs = opts.drained ? SERVER_DRAINED_END_GRACE_MS : SERVER_STREAM_END_GRACE_MS;
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.over, new Promise((r) => (timer = setTimeout(r, SERVER_STREAM_END_GRACE_MS)))]);
+    await Promise.race([this.over, new Promise((r) => (timer = setTimeout(r, graceMs)))]);
     clearTimeout(timer);
     this.opened.close(); // cuts a stream that is not over yet, and frees its transport
   }
 
   /** Everything but the stream, once; false when already done. */
-  private release(reason: string): boolean {
+  private release(reason: string, letFlush = false): boolean {
     if (this.closedReason !== null) return false;
     this.closedReason = reason;
     clearInterval(this.probe);
-    this.dialer.shutdown();
+    this.dialer.shutdown(letFlush);
     this.log.debug({ reason }, "server connection closed");
     this.emit("closed", reason);
     return true;

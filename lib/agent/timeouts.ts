@@ -29,3 +29,12 @@ export const BACKEND_TCP_KEEPALIVE_MS = 15_000;
  * EOF. One that has not answered by then is not reading, and must not hold up the agent's exit.
  */
 export const SERVER_STREAM_END_GRACE_MS = 1_000;
+
+/**
+ * How long the agent waits for a draining server to end its side after the agent ended the
+ * stream it no longer needs (its last tunnel there is done). Longer than SERVER_STREAM_END_GRACE_MS:
+ * the server reads our end only after the last tunnels' bytes before it, which it delivers at its
+ * callers' pace (an upstream server pauses the stream while a caller is slow). Cutting earlier
+ * would drop those bytes; a server that never answers must still not hold the connection forever.
+ */
+export const SERVER_DRAINED_END_GRACE_MS = 10_000;
