@@ -66,18 +66,33 @@ function single(headers: HeaderMap, name: string): string | undefined {
 export const TUNNEL_REPROBE_MS = 10 * 60_000;
 const grpcOnlyUntil = new WeakMap<ServerEndpoint, number>();
 
+/**
+ * Endpoints whose servers have shown themselves ours (a kgw-tunnel/1 WELCOME, or gRPC response
+ * headers acknowledging our flow control): later gRPC channels to them carry liveness PINGs,
+ * which upstream's servers would answer with GOAWAY. Behind one address runs one product.
+ */
+const knownOurs = new WeakSet<ServerEndpoint>();
+
 async function openStream(endpoint: ServerEndpoint, md: HeaderMap, deps: ServerConnectionDeps) {
   const timeoutMs = deps.handshakeTimeoutMs ?? SERVER_HANDSHAKE_TIMEOUT_MS;
   if (endpoint.transport === "auto" && (grpcOnlyUntil.get(endpoint) ?? 0) <= Date.now()) {
     try {
-      return await openTunnelStream(endpoint.tunnel, md, timeoutMs);
+      const opened = await openTunnelStream(endpoint.tunnel, md, timeoutMs);
+      knownOurs.add(endpoint);
+      return opened;
     } catch (err) {
       if (!(err instanceof TunnelNotOfferedError)) throw err;
       grpcOnlyUntil.set(endpoint, Date.now() + TUNNEL_REPROBE_MS);
       deps.log.info({ reason: err.message }, "server does not offer kgw-tunnel/1; using gRPC");
     }
   }
-  return openGrpcStream(endpoint.grpc, md, timeoutMs);
+  const ours = knownOurs.has(endpoint);
+  const opened = await openGrpcStream(ours ? endpoint.grpcOurs : endpoint.grpc, md, timeoutMs);
+  if (!ours && negotiatedFlow(headerValues(opened.headers, FLOW_CONTROL_HEADER)) === "credit") {
+    knownOurs.add(endpoint);
+    deps.log.info("server is a konnectivity-gateway: later gRPC streams check its liveness with PINGs");
+  }
+  return opened;
 }
 
 export class ServerConnection extends EventEmitter<{
