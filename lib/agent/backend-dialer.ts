@@ -69,7 +69,12 @@ interface PendingDial {
   startedAt: bigint;
 }
 
-export class BackendDialer extends EventEmitter<{ closed: []; load: [load: number]; serverDraining: [] }> {
+export class BackendDialer extends EventEmitter<{
+  closed: [];
+  load: [load: number];
+  serverDraining: [];
+  serverCount: [count: number];
+}> {
   private readonly pending = new Map<bigint, PendingDial>();
   private readonly conns = new Map<bigint, EndpointConnection>();
   /** Closed by the server, still flushing towards the backend; destroyed if the stream ends. */
@@ -174,6 +179,10 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
       case PacketType.KGW_CREDIT:
         // Unknown connection: closed while the credit was in flight. Nothing to do.
         this.conns.get(packet.connectId)?.replenish(Number(packet.bytes));
+        return;
+      case PacketType.KGW_SERVER_COUNT:
+        // Sent only because we asked (lib/tunnel/server-count-updates.ts): the fleet changed.
+        this.emit("serverCount", Number(packet.count));
         return;
       case PacketType.DRAIN:
         // The server is shutting down (drain advice, lib/tunnel/drain-advice.ts): our owner moves

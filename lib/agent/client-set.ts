@@ -20,8 +20,10 @@
  * load balancer the slow one may sit on a frozen server, and the next may reach a live one.
  *
  * Target count: the highest serverCount announced by the servers currently connected (1 when
- * none). Counting only live servers lets the target shrink after a scale-down; upstream instead
- * keeps the count from the most recent new server.
+ * none), in their headers or since (our servers tell our agents when the fleet changes,
+ * lib/tunnel/server-count-updates.ts). Counting only live servers lets the target shrink after a
+ * scale-down; upstream instead keeps the count from the most recent new server, and learns of a
+ * larger fleet only by connecting again (--sync-forever).
  *
  * A server that sends DRAIN (it is shutting down; lib/tunnel/drain-advice.ts) is retired: it no
  * longer counts towards the target, so a replacement is dialed at once through the same address
@@ -60,6 +62,8 @@ export interface ServerLink {
   on(event: "load", listener: (load: number) => void): unknown;
   /** The server sent DRAIN: it is shutting down (drain advice). */
   on(event: "serverDraining", listener: () => void): unknown;
+  /** The server announced a new serverCount (the fleet changed); `serverCount` is updated. */
+  on(event: "serverCount", listener: (count: number) => void): unknown;
 }
 
 export interface ClientSetOptions {
@@ -284,6 +288,13 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
       if (load === 0 && this.retiring.get(serverId) === link) this.endDrained(link);
     });
     link.on("serverDraining", () => this.retire(link));
+    link.on("serverCount", () => {
+      if (this.links.get(serverId) !== link) return;
+      this.changed();
+      // A larger fleet: connect to the servers now wanted, spread as after a loss; a smaller
+      // one only lowers the target (the streams held go on until they end).
+      if (this.wanted && this.attempts.size === 0) this.schedule(this.reconnectDelay());
+    });
     link.on("closed", (reason) => {
       if (this.retiring.get(serverId) === link) {
         // Retired earlier; its replacement was dialed then.

@@ -20,6 +20,7 @@ import { BEARER_PREFIX, Header } from "../proto/headers.js";
 import { headerValues } from "../transport/tunnel-handshake.js";
 import { DRAIN_HEADER, DRAIN_V1 } from "../tunnel/drain-advice.js";
 import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../tunnel/flow-control.js";
+import { SERVER_COUNT_HEADER, SERVER_COUNT_V1 } from "../tunnel/server-count-updates.js";
 import { BackendDialer, type BackendDialerOptions } from "./backend-dialer.js";
 import type { ServerEndpoint } from "./server-endpoint.js";
 import {
@@ -99,10 +100,11 @@ export class ServerConnection extends EventEmitter<{
   closed: [reason: string];
   load: [load: number];
   serverDraining: [];
+  serverCount: [count: number];
 }> {
   readonly serverId: string;
-  /** As the server announced it; at least 1. */
-  readonly serverCount: number;
+  /** As the server announced it, in its headers or in an update since; at least 1. */
+  serverCount: number;
   private readonly dialer: BackendDialer;
   private readonly log: Logger;
   private readonly probe: NodeJS.Timeout;
@@ -125,6 +127,9 @@ export class ServerConnection extends EventEmitter<{
     // Ask to be sent DRAIN when the server shuts down, to move before the stream is cut
     // (lib/tunnel/drain-advice.ts).
     md[DRAIN_HEADER] = [DRAIN_V1];
+    // Ask to be told when serverCount changes, to follow a fleet that grows after we joined it
+    // (lib/tunnel/server-count-updates.ts).
+    md[SERVER_COUNT_HEADER] = [SERVER_COUNT_V1];
 
     const opened = await openStream(endpoint, md, deps);
     const serverId = single(opened.headers, Header.serverId);
@@ -158,6 +163,14 @@ export class ServerConnection extends EventEmitter<{
       metrics: deps.metrics,
     });
     this.dialer.on("load", (load) => this.emit("load", load));
+    this.dialer.on("serverCount", (count) => {
+      // Upstream falls back to 1 when a server reports 0.
+      const next = Math.max(1, count);
+      if (next === this.serverCount || this.closedReason !== null) return;
+      this.log.info({ from: this.serverCount, to: next }, "server announced a new serverCount");
+      this.serverCount = next;
+      this.emit("serverCount", next);
+    });
     this.dialer.on("serverDraining", () => {
       if (this.serverDraining || this.closedReason !== null) return;
       this.serverDraining = true;

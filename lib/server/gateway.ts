@@ -84,6 +84,8 @@ export interface GatewayDeps {
 export interface FleetMembership {
   directory(local: BackendRegistry): AgentDirectory;
   serverCount(): number;
+  /** Calls `listener` when serverCount changes; returns an unsubscribe function. */
+  onServerCountChange(listener: (count: number) => void): () => void;
   ready(): boolean;
   /** For /readyz?verbose on the admin port. */
   state(): object;
@@ -144,6 +146,10 @@ export class Gateway {
       this.tenantMetrics.agentsChanged(tenant, this.registry.agents(tenant).length),
     );
     this.tracking = { sink: audit, tenants: this.tenantMetrics, instance: opts.serverId };
+    // Agents connected before the fleet grew (or shrank) are told, as new ones would be.
+    deps.fleet?.onServerCountChange((count) => {
+      for (const session of this.registry.all()) session.announceServerCount(count);
+    });
   }
 
   static async start(opts: ServerOptions, deps: GatewayDeps): Promise<Gateway> {

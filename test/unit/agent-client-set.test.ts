@@ -5,7 +5,7 @@ import { AgentMetrics } from "../../lib/metrics/agent-metrics.js";
 import { silentLogger } from "../../lib/observability/logger.js";
 
 class FakeLink
-  extends EventEmitter<{ closed: [reason: string]; load: [load: number] }>
+  extends EventEmitter<{ closed: [reason: string]; load: [load: number]; serverCount: [count: number] }>
   implements ServerLink
 {
   load = 0;
@@ -14,9 +14,15 @@ class FakeLink
 
   constructor(
     readonly serverId: string,
-    readonly serverCount: number,
+    public serverCount: number,
   ) {
     super();
+  }
+
+  /** The server announces a new serverCount (KGW_SERVER_COUNT). */
+  announce(count: number): void {
+    this.serverCount = count;
+    this.emit("serverCount", count);
   }
 
   drain(): void {
@@ -211,6 +217,31 @@ describe("ClientSet", () => {
     a.close("scaled down");
     expect(set.state()).toMatchObject({ connectedServers: ["B"], targetServerCount: 1 });
     expect(vi.getTimerCount()).toBe(0);
+    await set.stop();
+  });
+
+  it("follows a serverCount its server announces later: connects to the servers now wanted", async () => {
+    // Joined a fleet still starting: told 1, then the fleet grows to 2.
+    const a = new FakeLink("A", 1);
+    const b = new FakeLink("B", 2);
+    const { connect, calls } = scripted(a, b);
+    const { set, gauge } = clientSet(connect);
+    set.start();
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(set.state()).toMatchObject({ connectedServers: ["A"], targetServerCount: 1 });
+    expect(calls).toEqual([0]); // complete: nothing more
+
+    a.announce(2);
+    expect(set.state().targetServerCount).toBe(2);
+    expect(await gauge("knownServerCount")).toBe(2);
+    await vi.advanceTimersByTimeAsync(SYNC);
+    expect(calls).toEqual([0, 60_500]); // at once, jittered within --sync-interval
+    expect(set.state().connectedServers).toEqual(["A", "B"]);
+
+    // A smaller fleet lowers the target; the streams held go on.
+    a.announce(1);
+    b.announce(1);
+    expect(set.state()).toMatchObject({ connectedServers: ["A", "B"], targetServerCount: 1 });
     await set.stop();
   });
 
