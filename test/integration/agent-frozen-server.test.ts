@@ -30,8 +30,23 @@ let echo: Server;
 let echoAddress: string;
 const cleanup: Array<() => unknown> = [];
 
+/** Handles and requests alive in this process, by kind, for the leak check at the end. */
+function resources(): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
+  return m;
+}
+let baseline: Map<string, number>;
+const noLeakedHandles = () =>
+  waitFor(
+    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
+    5_000,
+    "every socket, server and timer the test opened closed",
+  );
+
 beforeAll(async () => {
   pki = await getTestPki();
+  baseline = resources();
   echo = createServer((s) => {
     s.on("error", () => {});
     s.pipe(s);
@@ -43,8 +58,9 @@ beforeAll(async () => {
 afterEach(async () => {
   for (const c of cleanup.splice(0).reverse()) await c();
 });
-afterAll(() => {
+afterAll(async () => {
   echo.close();
+  await noLeakedHandles();
 });
 
 interface ServerProcess {

@@ -4,13 +4,34 @@
  * Fleet membership is not needed to show it: the announcement is what a fleet instance sends
  * when its lease reads change the count (test/unit/fleet-server-count.test.ts).
  */
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SERVER_COUNT_HEADER, SERVER_COUNT_V1 } from "../../lib/tunnel/server-count-updates.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { startTcpFront } from "../helpers/fleet.js";
 import { AGENT_TOKEN, startTestGateway } from "../helpers/gateway.js";
 import { RawClient, responseHeaders, tlsCredentials } from "../helpers/grpc-clients.js";
 import { PacketQueue } from "../helpers/packet-queue.js";
+import { getTestPki } from "../helpers/pki.js";
+
+/** Handles and requests alive in this process, by kind, for the leak check at the end. */
+function resources(): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
+  return m;
+}
+let baseline: Map<string, number>;
+const noLeakedHandles = () =>
+  waitFor(
+    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
+    5_000,
+    "every socket, server and timer the test opened closed",
+  );
+
+beforeAll(async () => {
+  await getTestPki();
+  baseline = resources();
+});
+afterAll(() => noLeakedHandles());
 
 describe("an agent told of a larger fleet after it connected", () => {
   it.each([

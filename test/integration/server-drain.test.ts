@@ -18,11 +18,22 @@ import { startTcpFront } from "../helpers/fleet.js";
 import { AGENT_TOKEN, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { RawClient, responseHeaders, tlsCredentials } from "../helpers/grpc-clients.js";
 import { PacketQueue } from "../helpers/packet-queue.js";
+import { getTestPki } from "../helpers/pki.js";
 
 let echo: Server;
 let echoAddress: string;
 
+/** Handles and requests alive in this process, by kind, for the leak check at the end. */
+function resources(): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
+  return m;
+}
+let baseline: Map<string, number>;
+
 beforeAll(async () => {
+  await getTestPki();
+  baseline = resources();
   echo = createServer((s) => {
     s.on("error", () => {});
     s.pipe(s);
@@ -32,8 +43,14 @@ beforeAll(async () => {
   echoAddress = `127.0.0.1:${(echo.address() as AddressInfo).port}`;
 });
 
-afterAll(() => {
+afterAll(async () => {
   echo.close();
+  // Everything the tests opened is gone: sockets, servers, timers (drained connections included).
+  await waitFor(
+    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
+    5_000,
+    "every socket, server and timer the tests opened closed",
+  );
 });
 
 const frontendOf = (t: TestGateway): ProxyTarget => ({
