@@ -224,8 +224,16 @@ export class ServerConnection extends EventEmitter<{
     this.opened.stream.end();
     const graceMs = opts.drained ? SERVER_DRAINED_END_GRACE_MS : SERVER_STREAM_END_GRACE_MS;
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.over, new Promise((r) => (timer = setTimeout(r, graceMs)))]);
+    const answered = await Promise.race([
+      this.over.then(() => true),
+      new Promise<false>((r) => (timer = setTimeout(() => r(false), graceMs))),
+    ]);
     clearTimeout(timer);
+    if (!answered) {
+      // What it had not read by then is lost: worth a line when tunnels had just finished on it.
+      const log = opts.drained ? this.log.warn.bind(this.log) : this.log.debug.bind(this.log);
+      log({ reason, graceMs }, "server did not end its side of the stream in time; cutting it");
+    }
     this.opened.close(); // cuts a stream that is not over yet, and frees its transport
   }
 
