@@ -69,7 +69,12 @@ interface PendingDial {
   startedAt: bigint;
 }
 
-export class BackendDialer extends EventEmitter<{ closed: []; load: [load: number]; serverDraining: [] }> {
+export class BackendDialer extends EventEmitter<{
+  closed: [];
+  load: [load: number];
+  serverDraining: [];
+  serverCount: [count: number];
+}> {
   private readonly pending = new Map<bigint, PendingDial>();
   private readonly conns = new Map<bigint, EndpointConnection>();
   /** Closed by the server, still flushing towards the backend; destroyed if the stream ends. */
@@ -125,8 +130,12 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
     if (!this.ended) this.send(drain());
   }
 
-  /** Destroys every backend socket and pending dial; the owner closes the stream itself. */
-  shutdown(): void {
+  /**
+   * Destroys every backend socket and pending dial; the owner closes the stream itself. With
+   * `letFlush`, connections the server already closed keep writing their last bytes to the
+   * backend (they need nothing from the stream; BACKEND_CLOSE_FLUSH_TIMEOUT_MS bounds them).
+   */
+  shutdown(letFlush = false): void {
     if (this.ended) return;
     this.ended = true;
     for (const p of this.pending.values()) {
@@ -137,7 +146,7 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
     for (const conn of this.conns.values()) conn.abort();
     this.opts.metrics.openEndpointConnections.dec(this.conns.size);
     this.conns.clear();
-    for (const conn of this.flushing) conn.abort();
+    if (!letFlush) for (const conn of this.flushing) conn.abort();
     this.emit("load", 0);
     this.emit("closed");
   }
@@ -170,6 +179,10 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
       case PacketType.KGW_CREDIT:
         // Unknown connection: closed while the credit was in flight. Nothing to do.
         this.conns.get(packet.connectId)?.replenish(Number(packet.bytes));
+        return;
+      case PacketType.KGW_SERVER_COUNT:
+        // Sent only because we asked (lib/tunnel/server-count-updates.ts): the fleet changed.
+        this.emit("serverCount", Number(packet.count));
         return;
       case PacketType.DRAIN:
         // The server is shutting down (drain advice, lib/tunnel/drain-advice.ts): our owner moves
@@ -341,16 +354,18 @@ export class BackendDialer extends EventEmitter<{ closed: []; load: [load: numbe
       this.send(closeResponse(connectId, UNKNOWN_CONNECT_ID));
       return;
     }
-    this.forget(conn);
     this.flushing.add(conn);
     conn.closeFromServer(() => this.flushing.delete(conn));
+    // The answer is queued before the load drops: a listener that ends the stream once the load
+    // is zero (a drained server's connection) must find it already written.
     this.send(closeResponse(connectId));
+    this.forget(conn);
   }
 
   private onBackendClosed(conn: EndpointConnection, error: string): void {
     if (this.conns.get(conn.connectId) !== conn) return;
-    this.forget(conn);
     this.send(closeResponse(conn.connectId, error));
+    this.forget(conn);
   }
 
   private forget(conn: EndpointConnection): void {

@@ -4,27 +4,45 @@
  * each distinct serverID and closes duplicates, until it holds as many distinct servers as the
  * servers say there are (their serverCount header).
  *
- * The loop is event-driven: an attempt runs when the set is short of servers, at most one at a
- * time, and nothing runs while it is complete; a lost connection starts it again. Delays:
- *  - failure, or a duplicate server (no progress): exponential backoff with full jitter;
- *  - a new server: backoff resets; if still short, the next attempt follows after --sync-interval;
- *  - a connection lost: the next attempt waits a jittered backoff delay, so that the agents of a
- *    dead server do not all hit the survivors in the same instant.
+ * The loop is event-driven: an attempt runs when the set is short of servers, one at a time,
+ * and nothing runs while it is complete; a lost connection starts it again. Delays:
+ *  - a failed connect: exponential backoff with full jitter, the only delay that grows with
+ *    failures, reset by a new server;
+ *  - a duplicate server (no progress, but nothing failed): a backoff of its own, so that an
+ *    agent short of servers does not cost a handshake every second forever; reset whenever the
+ *    set changes;
+ *  - a new server: if still short, the next attempt follows after --sync-interval;
+ *  - a connection lost: the next attempt at once, jittered within --sync-interval (so that the
+ *    agents of a dead server do not all hit the survivors in the same instant), whatever
+ *    duplicates or failures came before it.
+ * While the agent holds no server at all, an attempt that has not been answered within
+ * CONNECT_HEDGE_AFTER_MS is joined by another (up to MAX_CONNECT_ATTEMPTS_IN_FLIGHT): behind a
+ * load balancer the slow one may sit on a frozen server, and the next may reach a live one.
  *
  * Target count: the highest serverCount announced by the servers currently connected (1 when
- * none). Counting only live servers lets the target shrink after a scale-down; upstream instead
- * keeps the count from the most recent new server.
+ * none), in their headers or since (our servers tell our agents when the fleet changes,
+ * lib/tunnel/server-count-updates.ts). Counting only live servers lets the target shrink after a
+ * scale-down; upstream instead keeps the count from the most recent new server, and learns of a
+ * larger fleet only by connecting again (--sync-forever).
  *
  * A server that sends DRAIN (it is shutting down; lib/tunnel/drain-advice.ts) is retired: it no
  * longer counts towards the target, so a replacement is dialed at once through the same address
  * (behind a load balancer, another instance; a closed listener fails and backs off as usual),
- * while the tunnels already open on it go on. It is closed once they are done, or when the
+ * while the tunnels already open on it go on. It is ended in order once they are done, or closed when the
  * server closes it: make-before-break.
  */
 import { EventEmitter } from "node:events";
 import type { AgentMetrics } from "../metrics/agent-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import { Backoff } from "./backoff.js";
+import { CONNECT_HEDGE_AFTER_MS } from "./timeouts.js";
+
+/**
+ * Connect attempts at once while the agent has no server: one, and a hedge for each
+ * CONNECT_HEDGE_AFTER_MS the earlier ones go unanswered. Bounded so that an agent facing a slow
+ * fleet adds at most this many handshakes to it.
+ */
+export const MAX_CONNECT_ATTEMPTS_IN_FLIGHT = 3;
 
 /** What the set needs from one server connection; ServerConnection implements it. */
 export interface ServerLink {
@@ -35,12 +53,17 @@ export interface ServerLink {
   drain(): void;
   /** Closes at once. */
   close(reason: string): void;
-  /** Ends the stream in order (what was sent, DRAIN among it, arrives); resolves once it is over. */
-  end(reason: string): Promise<void>;
+  /**
+   * Ends the stream in order (what was sent, DRAIN among it, arrives); resolves once it is over.
+   * `drained`: a draining server's last tunnel is done, so the end follows its last bytes.
+   */
+  end(reason: string, opts?: { drained?: boolean }): Promise<void>;
   on(event: "closed", listener: (reason: string) => void): unknown;
   on(event: "load", listener: (load: number) => void): unknown;
   /** The server sent DRAIN: it is shutting down (drain advice). */
   on(event: "serverDraining", listener: () => void): unknown;
+  /** The server announced a new serverCount (the fleet changed); `serverCount` is updated. */
+  on(event: "serverCount", listener: (count: number) => void): unknown;
 }
 
 export interface ClientSetOptions {
@@ -69,22 +92,28 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
   private readonly links = new Map<string, ServerLink>();
   /** Retired on the server's DRAIN: serving their open tunnels until these end; by serverID. */
   private readonly retiring = new Map<string, ServerLink>();
-  private readonly backoff: Backoff;
+  /** Grows with failed connects only. */
+  private readonly failures: Backoff;
+  /** Paces attempts that keep reaching servers already held; reset when the set changes. */
+  private readonly duplicates: Backoff;
+  private readonly random: () => number;
   private timer: NodeJS.Timeout | undefined;
-  /** The connect attempt in flight, if any; at most one at a time. */
-  private attempting: Promise<void> | null = null;
+  private hedgeTimer: NodeJS.Timeout | undefined;
+  /** Connect attempts in flight: one, or more while hedging (MAX_CONNECT_ATTEMPTS_IN_FLIGHT). */
+  private readonly attempts = new Set<Promise<void>>();
   /** Delay before the next attempt, chosen by the attempt that just ended. */
   private nextDelayMs = 0;
+  /** A server was lost while attempts were in flight: the delay to use once they are over. */
+  private afterLossMs: number | null = null;
   private draining = false;
   private stopped = false;
 
   constructor(private readonly opts: ClientSetOptions) {
     super();
-    this.backoff = new Backoff({
-      baseMs: opts.syncIntervalMs,
-      capMs: opts.syncIntervalCapMs,
-      random: opts.random,
-    });
+    const backoff = { baseMs: opts.syncIntervalMs, capMs: opts.syncIntervalCapMs, random: opts.random };
+    this.failures = new Backoff(backoff);
+    this.duplicates = new Backoff(backoff);
+    this.random = opts.random ?? Math.random;
   }
 
   start(): void {
@@ -141,7 +170,7 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
       ending = [...this.links.values(), ...this.retiring.values()].map((link) => link.end("agent stopping"));
       this.changed();
     }
-    await Promise.all([...ending, this.attempting]);
+    await Promise.all([...ending, ...this.attempts]);
   }
 
   private get wanted(): boolean {
@@ -150,22 +179,60 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
 
   private schedule(delayMs: number): void {
     this.cancelTimer();
-    if (!this.wanted || this.attempting) return;
+    if (!this.wanted || this.attempts.size > 0) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      if (!this.wanted || this.attempting) return;
-      this.attempting = this.attempt().finally(() => {
-        this.attempting = null;
-        this.schedule(this.nextDelayMs);
-      });
+      if (this.wanted && this.attempts.size === 0) this.startAttempt();
     }, delayMs);
     // The agent's listeners keep the process alive; this timer alone must not.
     this.timer.unref();
   }
 
+  private startAttempt(): void {
+    const attempt: Promise<void> = this.attempt().finally(() => {
+      this.attempts.delete(attempt);
+      if (this.attempts.size > 0) return; // the last one to finish schedules the next
+      this.cancelHedge();
+      const delay = Math.min(this.nextDelayMs, this.afterLossMs ?? Number.POSITIVE_INFINITY);
+      this.afterLossMs = null;
+      this.schedule(delay);
+    });
+    this.attempts.add(attempt);
+    this.armHedge();
+  }
+
+  /** With no server at all, an attempt left unanswered is joined by another (see the top). */
+  private armHedge(): void {
+    if (this.hedgeTimer || this.links.size > 0 || this.attempts.size === 0) return;
+    if (this.attempts.size >= MAX_CONNECT_ATTEMPTS_IN_FLIGHT) return;
+    this.hedgeTimer = setTimeout(() => {
+      this.hedgeTimer = undefined;
+      if (!this.wanted || this.links.size > 0 || this.attempts.size === 0) return;
+      if (this.attempts.size >= MAX_CONNECT_ATTEMPTS_IN_FLIGHT) return;
+      this.opts.metrics.serverConnectHedges.inc();
+      this.opts.log.info(
+        { inFlight: this.attempts.size, afterMs: CONNECT_HEDGE_AFTER_MS },
+        "no proxy server answered yet; trying another connection alongside",
+      );
+      this.startAttempt();
+    }, CONNECT_HEDGE_AFTER_MS);
+    this.hedgeTimer.unref();
+  }
+
+  private cancelHedge(): void {
+    if (this.hedgeTimer) clearTimeout(this.hedgeTimer);
+    this.hedgeTimer = undefined;
+  }
+
   private cancelTimer(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    this.cancelHedge();
+  }
+
+  /** After losing a server: at once, spread over --sync-interval (see the top). */
+  private reconnectDelay(): number {
+    return Math.floor(this.random() * this.opts.syncIntervalMs);
   }
 
   private async attempt(): Promise<void> {
@@ -174,7 +241,7 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
       link = await this.opts.connect();
     } catch (err) {
       this.opts.metrics.serverConnectAttempts.inc({ outcome: "failed" });
-      this.nextDelayMs = this.backoff.next();
+      this.nextDelayMs = this.failures.next();
       this.opts.log.warn(
         { err: (err as Error).message, retryInMs: this.nextDelayMs },
         "cannot connect to proxy server",
@@ -189,15 +256,22 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
       // Already held, or draining (it would only send us away again).
       this.opts.metrics.serverConnectAttempts.inc({ outcome: "duplicate" });
       link.close(this.links.has(link.serverId) ? "duplicate server" : "server draining");
-      this.nextDelayMs = this.backoff.next();
+      this.nextDelayMs = this.duplicates.next();
       this.opts.log.debug(
         { serverId: link.serverId, retryInMs: this.nextDelayMs },
         "reached an already connected server",
       );
       return;
     }
+    if (!this.wanted) {
+      // A hedged attempt answered after another had already completed the set.
+      this.opts.metrics.serverConnectAttempts.inc({ outcome: "surplus" });
+      link.close("enough servers");
+      return;
+    }
     this.add(link);
-    this.backoff.reset();
+    this.failures.reset();
+    this.duplicates.reset();
     this.nextDelayMs = this.opts.syncIntervalMs;
   }
 
@@ -211,9 +285,16 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
     );
     link.on("load", (load) => {
       this.emit("load", this.load);
-      if (load === 0 && this.retiring.get(serverId) === link) link.close("server drained");
+      if (load === 0 && this.retiring.get(serverId) === link) this.endDrained(link);
     });
     link.on("serverDraining", () => this.retire(link));
+    link.on("serverCount", () => {
+      if (this.links.get(serverId) !== link) return;
+      this.changed();
+      // A larger fleet: connect to the servers now wanted, spread as after a loss; a smaller
+      // one only lowers the target (the streams held go on until they end).
+      if (this.wanted && this.attempts.size === 0) this.schedule(this.reconnectDelay());
+    });
     link.on("closed", (reason) => {
       if (this.retiring.get(serverId) === link) {
         // Retired earlier; its replacement was dialed then.
@@ -228,7 +309,16 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
       this.opts.log.info({ serverId, reason, connected: this.links.size }, "lost proxy server");
       this.changed();
       this.emit("load", this.load);
-      this.schedule(this.backoff.next());
+      // Losing a server is no failure to connect: the next attempt goes at once (jittered),
+      // not after a backoff that earlier duplicates or failures grew.
+      this.duplicates.reset();
+      const delay = this.reconnectDelay();
+      if (this.attempts.size > 0) {
+        this.afterLossMs = Math.min(delay, this.afterLossMs ?? delay);
+        this.armHedge();
+      } else {
+        this.schedule(delay);
+      }
     });
     this.changed();
   }
@@ -247,9 +337,18 @@ export class ClientSet extends EventEmitter<{ change: [state: ClientSetState]; l
       "proxy server is draining; connecting to another",
     );
     this.changed();
-    if (link.load === 0) link.close("server drained");
+    if (link.load === 0) this.endDrained(link);
     // Right away: the server asked us to move, and nothing failed that would call for a backoff.
     this.schedule(0);
+  }
+
+  /**
+   * A draining server's connection has nothing left: end it in order. Cutting it would drop what
+   * is still queued on it, the last tunnel's final DATA and CLOSE_RSP among it, and the server
+   * would then fail that tunnel as if the agent had vanished.
+   */
+  private endDrained(link: ServerLink): void {
+    void link.end("server drained", { drained: true });
   }
 
   private changed(): void {

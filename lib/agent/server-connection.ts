@@ -20,9 +20,14 @@ import { BEARER_PREFIX, Header } from "../proto/headers.js";
 import { headerValues } from "../transport/tunnel-handshake.js";
 import { DRAIN_HEADER, DRAIN_V1 } from "../tunnel/drain-advice.js";
 import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../tunnel/flow-control.js";
+import { SERVER_COUNT_HEADER, SERVER_COUNT_V1 } from "../tunnel/server-count-updates.js";
 import { BackendDialer, type BackendDialerOptions } from "./backend-dialer.js";
 import type { ServerEndpoint } from "./server-endpoint.js";
-import { SERVER_HANDSHAKE_TIMEOUT_MS, SERVER_STREAM_END_GRACE_MS } from "./timeouts.js";
+import {
+  SERVER_DRAINED_END_GRACE_MS,
+  SERVER_HANDSHAKE_TIMEOUT_MS,
+  SERVER_STREAM_END_GRACE_MS,
+} from "./timeouts.js";
 import type { TokenSource } from "./token-source.js";
 import { openGrpcStream } from "./transports/grpc-transport.js";
 import type { HeaderMap, OpenedStream, StreamEnd } from "./transports/opened-stream.js";
@@ -40,6 +45,14 @@ export interface ServerConnectionDeps {
   metrics: AgentMetrics;
 }
 
+export interface EndOptions {
+  /**
+   * The server is draining and the stream carries nothing any more: backend connections the
+   * server closed finish writing, and the server gets SERVER_DRAINED_END_GRACE_MS to answer.
+   */
+  drained?: boolean;
+}
+
 function single(headers: HeaderMap, name: string): string | undefined {
   const values = headerValues(headers, name);
   return values.length === 1 ? values[0] : undefined;
@@ -54,28 +67,44 @@ function single(headers: HeaderMap, name: string): string | undefined {
 export const TUNNEL_REPROBE_MS = 10 * 60_000;
 const grpcOnlyUntil = new WeakMap<ServerEndpoint, number>();
 
+/**
+ * Endpoints whose servers have shown themselves ours (a kgw-tunnel/1 WELCOME, or gRPC response
+ * headers acknowledging our flow control): later gRPC channels to them carry liveness PINGs,
+ * which upstream's servers would answer with GOAWAY. Behind one address runs one product.
+ */
+const knownOurs = new WeakSet<ServerEndpoint>();
+
 async function openStream(endpoint: ServerEndpoint, md: HeaderMap, deps: ServerConnectionDeps) {
   const timeoutMs = deps.handshakeTimeoutMs ?? SERVER_HANDSHAKE_TIMEOUT_MS;
   if (endpoint.transport === "auto" && (grpcOnlyUntil.get(endpoint) ?? 0) <= Date.now()) {
     try {
-      return await openTunnelStream(endpoint.tunnel, md, timeoutMs);
+      const opened = await openTunnelStream(endpoint.tunnel, md, timeoutMs);
+      knownOurs.add(endpoint);
+      return opened;
     } catch (err) {
       if (!(err instanceof TunnelNotOfferedError)) throw err;
       grpcOnlyUntil.set(endpoint, Date.now() + TUNNEL_REPROBE_MS);
       deps.log.info({ reason: err.message }, "server does not offer kgw-tunnel/1; using gRPC");
     }
   }
-  return openGrpcStream(endpoint.grpc, md, timeoutMs);
+  const ours = knownOurs.has(endpoint);
+  const opened = await openGrpcStream(ours ? endpoint.grpcOurs : endpoint.grpc, md, timeoutMs);
+  if (!ours && negotiatedFlow(headerValues(opened.headers, FLOW_CONTROL_HEADER)) === "credit") {
+    knownOurs.add(endpoint);
+    deps.log.info("server is a konnectivity-gateway: later gRPC streams check its liveness with PINGs");
+  }
+  return opened;
 }
 
 export class ServerConnection extends EventEmitter<{
   closed: [reason: string];
   load: [load: number];
   serverDraining: [];
+  serverCount: [count: number];
 }> {
   readonly serverId: string;
-  /** As the server announced it; at least 1. */
-  readonly serverCount: number;
+  /** As the server announced it, in its headers or in an update since; at least 1. */
+  serverCount: number;
   private readonly dialer: BackendDialer;
   private readonly log: Logger;
   private readonly probe: NodeJS.Timeout;
@@ -98,6 +127,9 @@ export class ServerConnection extends EventEmitter<{
     // Ask to be sent DRAIN when the server shuts down, to move before the stream is cut
     // (lib/tunnel/drain-advice.ts).
     md[DRAIN_HEADER] = [DRAIN_V1];
+    // Ask to be told when serverCount changes, to follow a fleet that grows after we joined it
+    // (lib/tunnel/server-count-updates.ts).
+    md[SERVER_COUNT_HEADER] = [SERVER_COUNT_V1];
 
     const opened = await openStream(endpoint, md, deps);
     const serverId = single(opened.headers, Header.serverId);
@@ -131,6 +163,14 @@ export class ServerConnection extends EventEmitter<{
       metrics: deps.metrics,
     });
     this.dialer.on("load", (load) => this.emit("load", load));
+    this.dialer.on("serverCount", (count) => {
+      // Upstream falls back to 1 when a server reports 0.
+      const next = Math.max(1, count);
+      if (next === this.serverCount || this.closedReason !== null) return;
+      this.log.info({ from: this.serverCount, to: next }, "server announced a new serverCount");
+      this.serverCount = next;
+      this.emit("serverCount", next);
+    });
     this.dialer.on("serverDraining", () => {
       if (this.serverDraining || this.closedReason !== null) return;
       this.serverDraining = true;
@@ -179,21 +219,30 @@ export class ServerConnection extends EventEmitter<{
    * written, so the server has read all of it when it ends its side in turn. Resolves once the
    * stream is over; a server that does not answer within SERVER_STREAM_END_GRACE_MS is cut off.
    */
-  async end(reason: string): Promise<void> {
-    if (!this.release(reason)) return this.over;
+  async end(reason: string, opts: EndOptions = {}): Promise<void> {
+    if (!this.release(reason, opts.drained === true)) return this.over;
     this.opened.stream.end();
+    const graceMs = opts.drained ? SERVER_DRAINED_END_GRACE_MS : SERVER_STREAM_END_GRACE_MS;
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.over, new Promise((r) => (timer = setTimeout(r, SERVER_STREAM_END_GRACE_MS)))]);
+    const answered = await Promise.race([
+      this.over.then(() => true),
+      new Promise<false>((r) => (timer = setTimeout(() => r(false), graceMs))),
+    ]);
     clearTimeout(timer);
+    if (!answered) {
+      // What it had not read by then is lost: worth a line when tunnels had just finished on it.
+      const log = opts.drained ? this.log.warn.bind(this.log) : this.log.debug.bind(this.log);
+      log({ reason, graceMs }, "server did not end its side of the stream in time; cutting it");
+    }
     this.opened.close(); // cuts a stream that is not over yet, and frees its transport
   }
 
   /** Everything but the stream, once; false when already done. */
-  private release(reason: string): boolean {
+  private release(reason: string, letFlush = false): boolean {
     if (this.closedReason !== null) return false;
     this.closedReason = reason;
     clearInterval(this.probe);
-    this.dialer.shutdown();
+    this.dialer.shutdown(letFlush);
     this.log.debug({ reason }, "server connection closed");
     this.emit("closed", reason);
     return true;

@@ -10,18 +10,29 @@ import { type ChannelOptions, credentials } from "@grpc/grpc-js";
 import type { AgentOptions, ServerTransport } from "../config/agent-options.js";
 import { WAN_CHANNEL_OPTIONS } from "../transport/http2-windows.js";
 import { readPem } from "../transport/tls-files.js";
+import { SERVER_PING_AFTER_SILENCE_MS, SERVER_PING_TIMEOUT_MS } from "./timeouts.js";
 import type { GrpcTarget } from "./transports/grpc-transport.js";
 import type { TunnelTarget } from "./transports/tunnel-transport.js";
-
-/** How long a keepalive ping may go unanswered before the server is declared dead. */
-export const SERVER_KEEPALIVE_TIMEOUT_MS = 20_000;
 
 export interface ServerEndpoint {
   /** "auto" offers kgw-tunnel/1 and falls back to gRPC; "grpc" never offers it. */
   transport: ServerTransport;
   grpc: GrpcTarget;
+  /**
+   * The same, for a server known to be ours: HTTP/2 PINGs for liveness (SERVER_PING_* in
+   * timeouts.ts). Never sent to a server not known to be ours: upstream's (grpc-go) answers a
+   * client that pings more often than every 30 s with GOAWAY too_many_pings, which ends the stream.
+   */
+  grpcOurs: GrpcTarget;
   tunnel: TunnelTarget;
 }
+
+/** HTTP/2 PINGs every SERVER_PING_AFTER_SILENCE_MS; grpc-js drops the connection on no answer. */
+const LIVENESS_CHANNEL_OPTIONS: ChannelOptions = {
+  "grpc.keepalive_time_ms": SERVER_PING_AFTER_SILENCE_MS,
+  "grpc.keepalive_timeout_ms": SERVER_PING_TIMEOUT_MS,
+  "grpc.keepalive_permit_without_calls": 1,
+};
 
 export function joinHostPort(host: string, port: number): string {
   return isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`;
@@ -49,14 +60,16 @@ export function serverEndpoint(opts: Pick<AgentOptions, "server" | "tls">): Serv
   }
   if (server.serverName !== server.host) channelOptions["grpc.ssl_target_name_override"] = server.serverName;
 
+  const grpc: GrpcTarget = {
+    target: joinHostPort(server.host, server.port),
+    address: { host: server.host, port: server.port },
+    credentials: credentials.createSsl(ca, key, cert),
+    channelOptions,
+  };
   return {
     transport: server.transport,
-    grpc: {
-      target: joinHostPort(server.host, server.port),
-      address: { host: server.host, port: server.port },
-      credentials: credentials.createSsl(ca, key, cert),
-      channelOptions,
-    },
+    grpc,
+    grpcOurs: { ...grpc, channelOptions: { ...channelOptions, ...LIVENESS_CHANNEL_OPTIONS } },
     tunnel: {
       tls: {
         host: server.host,
@@ -68,8 +81,10 @@ export function serverEndpoint(opts: Pick<AgentOptions, "server" | "tls">): Serv
         ...(key && cert ? { key, cert } : {}),
         minVersion: "TLSv1.2",
       },
-      keepaliveMs: server.keepaliveMs,
-      keepaliveTimeoutMs: SERVER_KEEPALIVE_TIMEOUT_MS,
+      // kgw-tunnel/1 is only ever ours: its own PING keeps the liveness check on, whatever
+      // --keepalive-time says (that flag is for upstream's servers, which limit pings).
+      keepaliveMs: SERVER_PING_AFTER_SILENCE_MS,
+      keepaliveTimeoutMs: SERVER_PING_TIMEOUT_MS,
     },
   };
 }

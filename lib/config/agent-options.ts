@@ -63,7 +63,7 @@ export const AGENT_FLAGS = defineFlags({
   "sync-interval": {
     kind: "duration",
     default: 1_000,
-    help: "First retry delay after a failed connect; also the pause between connects while servers are missing.",
+    help: "First retry delay after a failed connect; also the pause between connects while servers are missing, and the window a reconnect after losing a server is spread over.",
   },
   "sync-interval-cap": {
     kind: "duration",
@@ -88,7 +88,7 @@ export const AGENT_FLAGS = defineFlags({
   "keepalive-time": {
     kind: "duration",
     default: 3_600_000,
-    help: "Keepalive ping interval towards the server, on either transport (0 disables).",
+    help: "gRPC keepalive ping interval towards a server not known to be ours (upstream's refuses pings more often than every 30s); 0 disables. Ours are pinged after 5s of silence on either transport regardless.",
   },
   "dial-timeout": {
     kind: "duration",

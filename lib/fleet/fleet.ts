@@ -67,6 +67,8 @@ export class Fleet {
   private readonly log: Logger;
   private draining = false;
   private stopping: Promise<void> | undefined;
+  private readonly serverCountListeners = new Set<(count: number) => void>();
+  private lastServerCount = 0;
 
   private constructor(private readonly opts: FleetOptions) {
     const { registry, instanceId, metrics } = opts;
@@ -95,6 +97,7 @@ export class Fleet {
       log: this.log,
       clock,
       failed: () => metrics.registryErrors.inc({ call: "listInstances" }),
+      read: () => this.serverCountMayHaveChanged(),
     });
     this.owners = new OwnerCache({
       registry,
@@ -128,6 +131,9 @@ export class Fleet {
   static async start(opts: FleetOptions): Promise<Fleet> {
     const fleet = new Fleet(opts);
     await fleet.instances.start();
+    // Once our own lease is written, read the others' again: instances that joined while this
+    // one was starting count towards serverCount from the first agents on, not a heartbeat later.
+    fleet.keeper.once("acquired", () => void fleet.instances.refresh());
     fleet.keeper.start();
     fleet.writer.start();
     fleet.sweeper.start();
@@ -149,9 +155,32 @@ export class Fleet {
     });
   }
 
-  /** serverCount for a connecting agent: the redundancy asked for, but no more than are alive. */
+  /**
+   * serverCount for a connecting agent: the redundancy asked for, but no more than are alive.
+   * This instance counts itself while it is not draining, whether or not its own lease has been
+   * read back yet: an agent connecting to it is proof enough, and the first read at start-up
+   * comes before the lease is written, which made the first agents hold one stream too few.
+   */
   serverCount(): number {
-    return Math.max(1, Math.min(this.opts.agentRedundancy, this.instances.liveCount()));
+    const live = this.instances.liveCount(this.opts.instanceId) + (this.draining ? 0 : 1);
+    return Math.max(1, Math.min(this.opts.agentRedundancy, live));
+  }
+
+  /**
+   * Calls `listener` with the new serverCount whenever a read of the leases changes it, so that
+   * agents connected earlier hold as many streams as new ones are told to (AgentSession's
+   * announceServerCount). Returns an unsubscribe function.
+   */
+  onServerCountChange(listener: (count: number) => void): () => void {
+    this.serverCountListeners.add(listener);
+    return () => this.serverCountListeners.delete(listener);
+  }
+
+  private serverCountMayHaveChanged(): void {
+    const count = this.serverCount();
+    if (count === this.lastServerCount) return;
+    this.lastServerCount = count;
+    for (const l of this.serverCountListeners) l(count);
   }
 
   /**

@@ -31,6 +31,8 @@ export interface InstanceViewOptions {
   recoveryGraceMs?: number;
   /** Told of each failed read (metrics). */
   failed?: (err: Error) => void;
+  /** Told after each successful read (serverCount follows the fleet). */
+  read?: () => void;
 }
 
 export class InstanceView {
@@ -70,6 +72,7 @@ export class InstanceView {
         this.lastReadAt = startedAt;
         this.failing = false;
         for (const err of unreadable) this.opts.log.warn({ err: err.message }, "skipped an unreadable lease");
+        this.opts.read?.();
       } catch (err) {
         this.failing = true;
         this.opts.failed?.(err as Error);
@@ -99,11 +102,11 @@ export class InstanceView {
     return now < this.graceUntil ? this.judgedSince : now;
   }
 
-  /** Instances alive and not draining, by the last read, judged at judgeAt(). */
-  liveCount(): number {
+  /** Instances alive and not draining, by the last read, judged at judgeAt(); `except` aside. */
+  liveCount(except?: string): number {
     const now = this.judgeAt();
     let n = 0;
-    for (const l of this.leases.values()) if (isLeaseLive(l, now)) n++;
+    for (const l of this.leases.values()) if (l.instanceId !== except && isLeaseLive(l, now)) n++;
     return n;
   }
 

@@ -86,8 +86,14 @@ export class AgentMetrics {
 
   readonly serverConnectAttempts = new Counter({
     name: "kgw_agent_server_connect_attempts_total",
-    help: "Attempts to open a stream to a proxy server, by outcome (connected, duplicate, failed).",
+    help: "Attempts to open a stream to a proxy server, by outcome (connected, duplicate, surplus: a hedged attempt answered after the set was complete, failed).",
     labelNames: ["outcome"] as const,
+    registers: [this.registry],
+  });
+
+  readonly serverConnectHedges = new Counter({
+    name: "kgw_agent_server_connect_hedges_total",
+    help: "Connect attempts started alongside one unanswered for a second while the agent had no server (a frozen or slow server behind the load balancer).",
     registers: [this.registry],
   });
 }

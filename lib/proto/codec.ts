@@ -34,6 +34,8 @@ const PAYLOAD_FIELD: Readonly<Record<number, number>> = {
   [PacketType.DRAIN]: 8,
   // Our extension's payload, Credit{connectID=1 int64, bytes=2 int64}, far from upstream's fields.
   [PacketType.KGW_CREDIT]: 100,
+  // ServerCount{count=1 int64}, our extension (server to agent only).
+  [PacketType.KGW_SERVER_COUNT]: 101,
 };
 
 /** DialRequest.egress, our extension: field 100, length-delimited (a two-byte tag). */
@@ -127,6 +129,9 @@ function encodeBody(packet: Exclude<Packet, { type: "unknown" }>, w: Writer | nu
         w.int64Field(0x10, packet.bytes);
       }
       return int64FieldSize(packet.connectId) + int64FieldSize(packet.bytes);
+    case PacketType.KGW_SERVER_COUNT:
+      w?.int64Field(0x08, packet.count);
+      return int64FieldSize(packet.count);
   }
 }
 
@@ -210,7 +215,12 @@ function decodeBody(type: PacketType, r: Reader): Packet {
     }
     switch (field > 3 ? 0 : type === PacketType.DATA ? field + 10 : field) {
       case 1:
-        if (type === PacketType.CLOSE_REQ || type === PacketType.DIAL_CLS || type === PacketType.KGW_CREDIT) {
+        if (
+          type === PacketType.CLOSE_REQ ||
+          type === PacketType.DIAL_CLS ||
+          type === PacketType.KGW_CREDIT ||
+          type === PacketType.KGW_SERVER_COUNT
+        ) {
           expectWireType(wire, WIRE_VARINT, "1");
           i1 = r.int64();
         } else if (type === PacketType.DRAIN) {
@@ -285,6 +295,8 @@ function decodeBody(type: PacketType, r: Reader): Packet {
       return { type };
     case PacketType.KGW_CREDIT:
       return { type, connectId: i1, bytes: i2 };
+    case PacketType.KGW_SERVER_COUNT:
+      return { type, count: i1 };
   }
 }
 
@@ -308,7 +320,11 @@ export function decodePacket(buf: Buffer): Packet {
       expectWireType(wire, WIRE_VARINT, "type");
       // Enums are int32 on the wire; a negative value arrives as a ten-byte varint.
       rawType = Number(BigInt.asIntN(32, r.int64()));
-    } else if ((field >= 2 && field <= 8) || field === PAYLOAD_FIELD[PacketType.KGW_CREDIT]) {
+    } else if (
+      (field >= 2 && field <= 8) ||
+      field === PAYLOAD_FIELD[PacketType.KGW_CREDIT] ||
+      field === PAYLOAD_FIELD[PacketType.KGW_SERVER_COUNT]
+    ) {
       expectWireType(wire, WIRE_LEN, `payload ${field}`);
       // Last oneof member on the wire wins, as in every protobuf implementation.
       [payloadStart, payloadEnd] = r.lengthDelimited();

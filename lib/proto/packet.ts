@@ -17,6 +17,11 @@ export const PacketType = {
    * on streams where both ends agreed to it in metadata (see lib/tunnel/flow-control.ts).
    */
   KGW_CREDIT: 100,
+  /**
+   * Our extension, server to agent only, on streams whose agent asked for it in metadata: the
+   * serverCount the server would answer now (lib/tunnel/server-count-updates.ts).
+   */
+  KGW_SERVER_COUNT: 101,
 } as const;
 export type PacketType = (typeof PacketType)[keyof typeof PacketType];
 
@@ -84,6 +89,12 @@ export interface CreditPacket {
   bytes: bigint;
 }
 
+/** The serverCount a connecting agent would be told now. */
+export interface ServerCountPacket {
+  type: typeof PacketType.KGW_SERVER_COUNT;
+  count: bigint;
+}
+
 /**
  * A packet whose `type` this build does not know. Decoded rather than rejected so that a newer
  * peer cannot crash an older one: handlers log it and carry on, as upstream does.
@@ -102,6 +113,7 @@ export type Packet =
   | CloseDialPacket
   | DrainPacket
   | CreditPacket
+  | ServerCountPacket
   | UnknownPacket;
 
 const TYPE_NAMES: Record<number, string> = {
@@ -113,6 +125,7 @@ const TYPE_NAMES: Record<number, string> = {
   5: "DIAL_CLS",
   6: "DRAIN",
   100: "KGW_CREDIT",
+  101: "KGW_SERVER_COUNT",
 };
 
 /** Upstream's name for a packet type, as used in metric labels and logs. */
@@ -163,4 +176,9 @@ export const credit = (connectId: bigint, bytes: number): CreditPacket => ({
   type: PacketType.KGW_CREDIT,
   connectId,
   bytes: BigInt(bytes),
+});
+
+export const serverCountUpdate = (count: number): ServerCountPacket => ({
+  type: PacketType.KGW_SERVER_COUNT,
+  count: BigInt(count),
 });

@@ -9,7 +9,7 @@
  *  - audit/: the audit record of every dial (to an injected sink) and per-tenant metrics.
  */
 
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import type { ServerOptions } from "../config/server-options.js";
 import { ShuttingDownError } from "../errors.js";
 import { ServerMetrics } from "../metrics/server-metrics.js";
@@ -84,6 +84,8 @@ export interface GatewayDeps {
 export interface FleetMembership {
   directory(local: BackendRegistry): AgentDirectory;
   serverCount(): number;
+  /** Calls `listener` when serverCount changes; returns an unsubscribe function. */
+  onServerCountChange(listener: (count: number) => void): () => void;
   ready(): boolean;
   /** For /readyz?verbose on the admin port. */
   state(): object;
@@ -113,6 +115,11 @@ export class Gateway {
   /** Periodic liveness probes of all agents together (IDLE_PROBES_PER_SECOND). */
   private readonly idleProbes = new Pacer(IDLE_PROBES_PER_SECOND);
   private readonly frontendSessions = new Set<GrpcFrontendSession>();
+  /**
+   * CONNECT tunnels that ended cleanly but whose socket is still sending the last bytes and FIN:
+   * a drain waits for them, since destroying such a socket truncates what the caller reads.
+   */
+  private readonly endingTunnels = new Set<Socket>();
   private readonly listeners: ListenerSet;
   private readonly httpServers: RunningHttpServer[] = [];
   private closed: Promise<void> | null = null;
@@ -139,6 +146,10 @@ export class Gateway {
       this.tenantMetrics.agentsChanged(tenant, this.registry.count(tenant)),
     );
     this.tracking = { sink: audit, tenants: this.tenantMetrics, instance: opts.serverId };
+    // Agents connected before the fleet grew (or shrank) are told, as new ones would be.
+    deps.fleet?.onServerCountChange((count) => {
+      for (const session of this.registry.all()) session.announceServerCount(count);
+    });
   }
 
   static async start(opts: ServerOptions, deps: GatewayDeps): Promise<Gateway> {
@@ -253,6 +264,7 @@ export class Gateway {
       authenticateCaller: deps.policy.authenticateCaller,
       hold: deps.policy.hold,
       sessions: this.frontendSessions,
+      endingTunnels: this.endingTunnels,
       log: deps.log,
       metrics,
       refusedFrom: (address) => {
@@ -355,7 +367,7 @@ export class Gateway {
         // closed is still under way, and those that finished have had DRAIN_SETTLE_MS to ask.
         const settled =
           Date.now() >= drainStart + DRAIN_SETTLE_MS && this.listeners.handshakesInProgress === 0;
-        const idle = this.activeTunnels === 0 && this.openDials === 0;
+        const idle = this.activeTunnels === 0 && this.openDials === 0 && this.endingTunnels.size === 0;
         if ((idle && settled) || Date.now() >= deadline) break;
         await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
       }

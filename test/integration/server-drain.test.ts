@@ -18,11 +18,22 @@ import { startTcpFront } from "../helpers/fleet.js";
 import { AGENT_TOKEN, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { RawClient, responseHeaders, tlsCredentials } from "../helpers/grpc-clients.js";
 import { PacketQueue } from "../helpers/packet-queue.js";
+import { getTestPki } from "../helpers/pki.js";
 
 let echo: Server;
 let echoAddress: string;
 
+/** Handles and requests alive in this process, by kind, for the leak check at the end. */
+function resources(): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
+  return m;
+}
+let baseline: Map<string, number>;
+
 beforeAll(async () => {
+  await getTestPki();
+  baseline = resources();
   echo = createServer((s) => {
     s.on("error", () => {});
     s.pipe(s);
@@ -32,8 +43,14 @@ beforeAll(async () => {
   echoAddress = `127.0.0.1:${(echo.address() as AddressInfo).port}`;
 });
 
-afterAll(() => {
+afterAll(async () => {
   echo.close();
+  // Everything the tests opened is gone: sockets, servers, timers (drained connections included).
+  await waitFor(
+    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
+    5_000,
+    "every socket, server and timer the tests opened closed",
+  );
 });
 
 const frontendOf = (t: TestGateway): ProxyTarget => ({
@@ -115,6 +132,89 @@ describe("a gateway that shuts down, with our agent behind a load balancer", () 
     await agent.stop();
     await front.close();
     await b.gw.close();
+  });
+});
+
+/** A backend that holds each connection until `release()`, then sends `bytes` and closes. */
+async function heldDownloads(bytes: number) {
+  const held: Socket[] = [];
+  let released = false;
+  const send = (s: Socket) => {
+    s.end(Buffer.alloc(bytes, 0x5a));
+  };
+  const server = createServer((s) => {
+    s.on("error", () => {});
+    s.resume();
+    if (released) send(s);
+    else held.push(s);
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return {
+    address: `127.0.0.1:${(server.address() as AddressInfo).port}`,
+    get held() {
+      return held.length;
+    },
+    release() {
+      released = true;
+      for (const s of held.splice(0)) send(s);
+    },
+    close: () => server.close(),
+  };
+}
+
+/** Everything the caller reads from a tunnel, and how it ended. */
+function readToEnd(socket: Socket): Promise<{ bytes: number; end: "clean" | string }> {
+  return new Promise((resolve) => {
+    let bytes = 0;
+    let error: string | null = null;
+    let clean = false;
+    socket.on("data", (c: Buffer) => {
+      bytes += c.length;
+    });
+    socket.on("end", () => {
+      clean = true;
+    });
+    socket.on("error", (err: NodeJS.ErrnoException) => {
+      error = err.code ?? err.message;
+    });
+    socket.once("close", () => resolve({ bytes, end: error ?? (clean ? "clean" : "closed without FIN") }));
+  });
+}
+
+describe("tunnels in flight on a draining gateway", () => {
+  it.each([
+    ["kgw-tunnel/1", "auto"],
+    ["gRPC", "grpc"],
+  ])("over %s: every transfer gets every byte and a clean end", async (_name, transport) => {
+    const BYTES = 256 * 1024;
+    const TUNNELS = 8;
+    const backend = await heldDownloads(BYTES);
+    const a = await startTestGateway(["--server-id=gw-a", "--graceful-shutdown-timeout=20s"]);
+    const b = await startTestGateway(["--server-id=gw-b"]);
+    const front = await startTcpFront(() => [a.gw.addresses.agent.port, b.gw.addresses.agent.port], "sticky");
+    const { agent } = await startTestAgent(a.pki, front.port, [`--server-transport=${transport}`]);
+    await waitFor(() => a.gw.ready && agent.ready, 10_000, "agent connected to A");
+
+    const tunnels = await Promise.all(
+      Array.from({ length: TUNNELS }, () => connectThrough(frontendOf(a), backend.address)),
+    );
+    expect(tunnels.map((t) => t.status)).toEqual(Array(TUNNELS).fill(200));
+    const results = Promise.all(tunnels.map((t) => readToEnd(t.socket)));
+    await waitFor(() => backend.held === TUNNELS, 5_000, "every tunnel at the backend");
+
+    const shutdown = a.gw.shutdown();
+    await waitFor(() => agent.state().drainingServers.includes("gw-a"), 10_000, "agent retired A");
+    // The downloads run on the draining connection; the last one to finish leaves it idle.
+    backend.release();
+    expect(await results).toEqual(Array(TUNNELS).fill({ bytes: BYTES, end: "clean" }));
+    await shutdown;
+    await waitFor(() => agent.state().drainingServers.length === 0, 5_000, "draining connection closed");
+
+    await agent.stop();
+    await front.close();
+    await b.gw.close();
+    backend.close();
   });
 });
 

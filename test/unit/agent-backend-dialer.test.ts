@@ -287,6 +287,25 @@ describe("BackendDialer", () => {
     await vi.waitFor(async () => expect(await connections(be.server)).toBe(0));
   });
 
+  it("has written the CLOSE_RSP by the time its load drops to zero, on either side's close", async () => {
+    // Whoever ends the stream once the load is zero (a drained server's connection) must find
+    // the last tunnel's close already written, not about to be.
+    const be = await backend((s) => {
+      if (be.sockets.length === 1) s.end("bye");
+    });
+    const ctx = setup();
+    const closesAtZero: number[] = [];
+    ctx.dialer.on("load", (load) => {
+      if (load === 0) closesAtZero.push(closeResponses(ctx.sent).length);
+    });
+    await dialOk(ctx, be.port, 1n); // the backend closes this one
+    await vi.waitFor(() => expect(closesAtZero).toEqual([1]));
+    const second = await dialOk(ctx, be.port, 2n);
+    ctx.deliver(closeRequest(second)); // the server closes this one
+    await vi.waitFor(() => expect(closesAtZero).toEqual([1, 2]));
+    for (const s of be.sockets) s.destroy();
+  });
+
   it("answers CLOSE_REQ and DATA for unknown connectIDs with CLOSE_RSP errors", async () => {
     const ctx = setup();
     ctx.deliver(closeRequest(42n));

@@ -5,7 +5,7 @@ import { AgentMetrics } from "../../lib/metrics/agent-metrics.js";
 import { silentLogger } from "../../lib/observability/logger.js";
 
 class FakeLink
-  extends EventEmitter<{ closed: [reason: string]; load: [load: number] }>
+  extends EventEmitter<{ closed: [reason: string]; load: [load: number]; serverCount: [count: number] }>
   implements ServerLink
 {
   load = 0;
@@ -14,9 +14,15 @@ class FakeLink
 
   constructor(
     readonly serverId: string,
-    readonly serverCount: number,
+    public serverCount: number,
   ) {
     super();
+  }
+
+  /** The server announces a new serverCount (KGW_SERVER_COUNT). */
+  announce(count: number): void {
+    this.serverCount = count;
+    this.emit("serverCount", count);
   }
 
   drain(): void {
@@ -136,6 +142,70 @@ describe("ClientSet", () => {
     await set.stop();
   });
 
+  it("reconnects within --sync-interval after losing its last server, however many duplicates came first", async () => {
+    // Told of two servers, it keeps reaching the one it holds: duplicates, spaced out more and more.
+    const a = new FakeLink("A", 2);
+    const dups = Array.from({ length: 5 }, () => new FakeLink("A", 2));
+    const b = new FakeLink("B", 2);
+    const { connect, calls } = scripted(a, ...dups, b);
+    const { set } = clientSet(connect);
+    set.start();
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(dups.every((d) => d.closedWith === "duplicate server")).toBe(true);
+    // Delays after each duplicate: 0.5 × 1 s, 2 s, 4 s, 8 s: paced, not every second.
+    expect(calls).toEqual([0, 1_000, 1_500, 2_500, 4_500, 8_500]);
+
+    const lostAt = Date.now();
+    a.close("stream ended"); // its only server died
+    expect(set.ready).toBe(false);
+    await vi.advanceTimersByTimeAsync(SYNC);
+    // Within the first window (0.5 × 1 s here), not after the grown one (up to 8 s).
+    expect(calls.filter((t) => t > lostAt)).toEqual([lostAt + 500]);
+    expect(set.state().connectedServers).toEqual(["B"]);
+    await set.stop();
+  });
+
+  it("with no server, joins an unanswered attempt with another after a second, up to three at once", async () => {
+    // The first two land on a frozen server (no answer until their handshake timeout), the third on a live one.
+    let failFrozen!: () => void;
+    const frozen = new Promise<FakeLink>((_resolve, reject) => {
+      failFrozen = () => reject(new Error("no response headers within 5000ms"));
+    });
+    const b = new FakeLink("B", 1);
+    const { connect, calls } = scripted(frozen, frozen, b);
+    const { set, metrics } = clientSet(connect);
+    set.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(calls).toEqual([0]);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(calls).toEqual([0, 1_000]);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(calls).toEqual([0, 1_000, 2_000]);
+    expect(set.state().connectedServers).toEqual(["B"]);
+    expect((await metrics.serverConnectHedges.get()).values[0]?.value).toBe(2);
+    // Connected: the frozen attempts time out without another hedge or retry.
+    failFrozen();
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(calls).toHaveLength(3);
+    expect(vi.getTimerCount()).toBe(0);
+    await set.stop();
+  });
+
+  it("does not hedge while it holds a server", async () => {
+    const a = new FakeLink("A", 2);
+    let fail!: () => void;
+    const slow = new Promise<FakeLink>((_resolve, reject) => {
+      fail = () => reject(new Error("no response headers within 5000ms"));
+    });
+    const { connect, calls } = scripted(a, slow);
+    const { set } = clientSet(connect);
+    set.start();
+    await vi.advanceTimersByTimeAsync(SYNC + 4_000);
+    expect(calls).toEqual([0, SYNC]);
+    fail();
+    await set.stop();
+  });
+
   it("follows the highest serverCount among connected servers", async () => {
     const a = new FakeLink("A", 3);
     const b = new FakeLink("B", 1);
@@ -147,6 +217,31 @@ describe("ClientSet", () => {
     a.close("scaled down");
     expect(set.state()).toMatchObject({ connectedServers: ["B"], targetServerCount: 1 });
     expect(vi.getTimerCount()).toBe(0);
+    await set.stop();
+  });
+
+  it("follows a serverCount its server announces later: connects to the servers now wanted", async () => {
+    // Joined a fleet still starting: told 1, then the fleet grows to 2.
+    const a = new FakeLink("A", 1);
+    const b = new FakeLink("B", 2);
+    const { connect, calls } = scripted(a, b);
+    const { set, gauge } = clientSet(connect);
+    set.start();
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(set.state()).toMatchObject({ connectedServers: ["A"], targetServerCount: 1 });
+    expect(calls).toEqual([0]); // complete: nothing more
+
+    a.announce(2);
+    expect(set.state().targetServerCount).toBe(2);
+    expect(await gauge("knownServerCount")).toBe(2);
+    await vi.advanceTimersByTimeAsync(SYNC);
+    expect(calls).toEqual([0, 60_500]); // at once, jittered within --sync-interval
+    expect(set.state().connectedServers).toEqual(["A", "B"]);
+
+    // A smaller fleet lowers the target; the streams held go on.
+    a.announce(1);
+    b.announce(1);
+    expect(set.state()).toMatchObject({ connectedServers: ["A", "B"], targetServerCount: 1 });
     await set.stop();
   });
 

@@ -17,6 +17,8 @@ class FakeLink
   load = 0;
   drained = false;
   closedWith: string | null = null;
+  /** How it went: cut at once, ended in order, or ended in order as a drained server's. */
+  how: "cut" | "ended" | "ended drained" | null = null;
 
   constructor(
     readonly serverId: string,
@@ -29,14 +31,15 @@ class FakeLink
     this.drained = true;
   }
 
-  close(reason: string): void {
+  close(reason: string, how: NonNullable<FakeLink["how"]> = "cut"): void {
     if (this.closedWith !== null) return;
     this.closedWith = reason;
+    this.how = how;
     this.emit("closed", reason);
   }
 
-  end(reason: string): Promise<void> {
-    this.close(reason);
+  end(reason: string, opts?: { drained?: boolean }): Promise<void> {
+    this.close(reason, opts?.drained ? "ended drained" : "ended");
     return Promise.resolve();
   }
 
@@ -110,6 +113,8 @@ describe("ClientSet, when a server drains", () => {
     expect(a.closedWith).toBeNull();
     a.setLoad(0);
     expect(a.closedWith).toBe("server drained");
+    // In order: what is queued on it (the last tunnel's final DATA and CLOSE_RSP) still arrives.
+    expect(a.how).toBe("ended drained");
     expect(set.state()).toMatchObject({ connectedServers: ["B"], drainingServers: [], load: 0 });
     // B is all that is wanted: nothing more is dialed.
     await vi.advanceTimersByTimeAsync(30_000);
@@ -117,13 +122,14 @@ describe("ClientSet, when a server drains", () => {
     await set.stop();
   });
 
-  it("closes an idle draining connection at once, and backs off when no other server answers", async () => {
+  it("ends an idle draining connection at once, and backs off when no other server answers", async () => {
     const a = new FakeLink("A", 1);
     const { set, calls } = clientSet([a, new Error("refused"), new Error("refused")]);
     set.start();
     await vi.advanceTimersByTimeAsync(0);
     a.serverDrains();
     expect(a.closedWith).toBe("server drained");
+    expect(a.how).toBe("ended drained");
     expect(set.ready).toBe(false);
     await vi.advanceTimersByTimeAsync(2_000);
     // Right away, then the usual backoff: 0.5 × 1 s, then 0.5 × 2 s.

@@ -14,6 +14,7 @@ import {
   drain,
   type Packet,
   PacketType,
+  serverCountUpdate,
 } from "../../lib/proto/packet.js";
 
 // The reference: protobufjs reading the same .proto that documents the wire contract.
@@ -49,6 +50,8 @@ function toReference(p: Exclude<Packet, { type: "unknown" }>): Record<string, un
       return { type: p.type, drain: {} };
     case PacketType.KGW_CREDIT:
       return { type: p.type, credit: { connectID: s(p.connectId), bytes: s(p.bytes) } };
+    case PacketType.KGW_SERVER_COUNT:
+      return { type: p.type, serverCount: { count: s(p.count) } };
   }
 }
 
@@ -98,6 +101,7 @@ const samples: Array<[string, Exclude<Packet, { type: "unknown" }>]> = [
   ["DIAL_CLS", closeDial(123_456_789_012n)],
   ["DRAIN", drain()],
   ["KGW_CREDIT (our extension)", credit(7n, 2 * 1024 * 1024)],
+  ["KGW_SERVER_COUNT (our extension)", serverCountUpdate(3)],
 ];
 
 describe("packet codec", () => {

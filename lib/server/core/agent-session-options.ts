@@ -28,6 +28,11 @@ export interface AgentSessionOptions {
    * does `adviseDrain` send it a DRAIN packet, which an upstream agent is never sent.
    */
   drainAdvice?: boolean;
+  /**
+   * The agent asked to be told when serverCount changes (lib/tunnel/server-count-updates.ts),
+   * and was answered `announced` in the headers: `announceServerCount` sends it changes since.
+   */
+  serverCountUpdates?: { announced: number };
   /** When the agent counts as unresponsive, and when as dead (agent-liveness.ts). */
   liveness: LivenessTimes;
   log: Logger;

@@ -34,6 +34,7 @@ import {
   type Packet,
   PacketType,
   packetTypeName,
+  serverCountUpdate,
 } from "../../proto/packet.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
 import { ConnectionCredit, OPEN_WINDOW_AFTER_BYTES, type WindowBudget } from "../../tunnel/flow-control.js";
@@ -76,6 +77,8 @@ export class AgentSession extends EventEmitter<{
 }> {
   draining = false;
   private drainAdvised = false;
+  /** The serverCount last told an agent that asked for updates; null when it did not. */
+  private announcedServerCount: number | null;
   private nextRandom = 1n;
   private readonly pending = new Map<bigint, PendingDial>();
   private readonly conns = new Map<bigint, Connection>();
@@ -90,6 +93,7 @@ export class AgentSession extends EventEmitter<{
     private readonly opts: AgentSessionOptions,
   ) {
     super();
+    this.announcedServerCount = opts.serverCountUpdates?.announced ?? null;
     this.sink = new PacketSink(stream);
     this.readLatch = new PauseLatch(stream);
     this.liveness = new AgentLiveness(opts.liveness, {
@@ -166,6 +170,13 @@ export class AgentSession extends EventEmitter<{
     this.drainAdvised = true;
     this.send(drain());
     return true;
+  }
+
+  /** serverCount changed: tells an agent that asked (lib/tunnel/server-count-updates.ts), once. */
+  announceServerCount(count: number): void {
+    if (this.announcedServerCount === null || this.ended || this.announcedServerCount === count) return;
+    this.announcedServerCount = count;
+    this.send(serverCountUpdate(count));
   }
 
   /** Ends the stream; every dial and connection fails with `err`. */

@@ -17,6 +17,11 @@ import { BEARER_PREFIX, Header, parseAgentIdentifiers } from "../../proto/header
 import { DRAIN_HEADER, DRAIN_V1, negotiatedDrain } from "../../tunnel/drain-advice.js";
 import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../../tunnel/flow-control.js";
 import type { PacketStream } from "../../tunnel/packet-stream.js";
+import {
+  negotiatedServerCount,
+  SERVER_COUNT_HEADER,
+  SERVER_COUNT_V1,
+} from "../../tunnel/server-count-updates.js";
 import type { LivenessTimes } from "../core/agent-liveness.js";
 import { AgentSession } from "../core/agent-session.js";
 import type { BackendRegistry } from "../core/backend-registry.js";
@@ -95,9 +100,10 @@ export function admitAgent(deps: AgentAdmissionDeps, req: AgentStreamRequest): A
 
   // Our agents offer per-connection flow control; upstream agents never do.
   const flow = req.creditRequired ? "credit" : negotiatedFlow(req.metadata(FLOW_CONTROL_HEADER));
+  const serverCount = deps.serverCount();
   const headers: Record<string, string[]> = {
     [Header.serverId]: [deps.serverId],
-    [Header.serverCount]: [String(deps.serverCount())],
+    [Header.serverCount]: [String(serverCount)],
   };
   if (flow === "credit") headers[FLOW_CONTROL_HEADER] = [CREDIT_FLOW_V1];
   // Our agents ask to be sent each dial's egress policy (judged again after name resolution).
@@ -106,6 +112,9 @@ export function admitAgent(deps: AgentAdmissionDeps, req: AgentStreamRequest): A
   // Our agents ask to be told when this server drains (lib/tunnel/drain-advice.ts).
   const drainAdvice = negotiatedDrain(req.metadata(DRAIN_HEADER));
   if (drainAdvice) headers[DRAIN_HEADER] = [DRAIN_V1];
+  // Our agents ask to be told when serverCount changes (lib/tunnel/server-count-updates.ts).
+  const serverCountUpdates = negotiatedServerCount(req.metadata(SERVER_COUNT_HEADER));
+  if (serverCountUpdates) headers[SERVER_COUNT_HEADER] = [SERVER_COUNT_V1];
 
   return {
     headers,
@@ -119,6 +128,7 @@ export function admitAgent(deps: AgentAdmissionDeps, req: AgentStreamRequest): A
           flow,
           egress,
           drainAdvice,
+          ...(serverCountUpdates ? { serverCountUpdates: { announced: serverCount } } : {}),
           liveness: deps.liveness,
           log,
           metrics: deps.metrics,

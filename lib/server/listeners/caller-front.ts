@@ -40,6 +40,8 @@ export interface CallerFrontDeps {
   hold: CredentialHold;
   /** Sessions open now, so that shutdown can end them. */
   sessions: Set<GrpcFrontendSession>;
+  /** CONNECT sockets whose tunnel ended and that are flushing to their caller (connect-frontend.ts). */
+  endingTunnels?: Set<Socket>;
   log: Logger;
   metrics: ServerMetrics;
   /**
@@ -181,6 +183,7 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
             logFailure: logConnectFailure,
             refused: deps.refusedFrom && (() => deps.refusedFrom?.(socket.remoteAddress)),
             metrics,
+            ...(deps.endingTunnels ? { ending: deps.endingTunnels } : {}),
           });
         },
       };

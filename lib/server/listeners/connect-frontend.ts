@@ -34,6 +34,11 @@ export interface ConnectTunnelOptions {
   /** Told of a dial refused by policy or quota (isRefusal), for the refusal throttle. */
   refused?: () => void;
   metrics: ServerMetrics;
+  /**
+   * Sockets of tunnels that ended cleanly and are still delivering their last bytes and FIN to
+   * the caller, until the socket closes; shutdown waits for them before destroying sockets.
+   */
+  ending?: Set<Socket>;
 }
 
 export function serveConnect(opts: ConnectTunnelOptions): void {
@@ -119,6 +124,11 @@ export function serveConnect(opts: ConnectTunnelOptions): void {
           metrics.httpConnections.dec();
           if (!err) {
             socket.end();
+            const ending = opts.ending;
+            if (ending && !socket.destroyed) {
+              ending.add(socket);
+              socket.once("close", () => ending.delete(socket));
+            }
             return;
           }
           // Broken, not finished (agent gone, backend failed): a FIN would pass a truncated
