@@ -17,7 +17,7 @@ import type { Logger } from "../observability/logger.js";
 import type { FleetRegistry } from "../registry/fleet-registry.js";
 import { isLeaseLive } from "../registry/liveness.js";
 import type { InstanceLease } from "../registry/model.js";
-import type { PeerInstance } from "./peer/peer-links.js";
+import type { PeerInstance } from "./peer/peer-link.js";
 
 export interface InstanceViewOptions {
   registry: Pick<FleetRegistry, "listInstances">;
@@ -31,6 +31,8 @@ export interface InstanceViewOptions {
   recoveryGraceMs?: number;
   /** Told of each failed read (metrics). */
   failed?: (err: Error) => void;
+  /** Told after each successful read (the peer links prune what it no longer names). */
+  refreshed?: () => void;
 }
 
 export class InstanceView {
@@ -70,6 +72,7 @@ export class InstanceView {
         this.lastReadAt = startedAt;
         this.failing = false;
         for (const err of unreadable) this.opts.log.warn({ err: err.message }, "skipped an unreadable lease");
+        this.opts.refreshed?.();
       } catch (err) {
         this.failing = true;
         this.opts.failed?.(err as Error);
@@ -107,12 +110,20 @@ export class InstanceView {
     return n;
   }
 
-  /** Where instance `id`'s peer port is, if its lease was read and names a usable address. */
+  /**
+   * Where instance `id`'s peer port is, and which incarnation listens there, if its lease was
+   * read and names a usable address.
+   */
   peer(id: string): PeerInstance | undefined {
     const lease = this.leases.get(id);
     if (!lease) return undefined;
     const hostPort = splitHostPort(lease.peerAddress);
-    return hostPort && { id, ...hostPort };
+    return hostPort && { id, incarnation: lease.incarnation, ...hostPort };
+  }
+
+  /** Whether the last read of the leases failed (the registry is unreachable now). */
+  get readsFailing(): boolean {
+    return this.failing;
   }
 
   stop(): void {

@@ -9,6 +9,9 @@
  *   none is left, re-read once;
  * - anything else (the agent refused, timed out) is the dial's answer, as on one instance.
  *
+ * When the registry cannot be read (the read fails or times out, or the lease reads are failing
+ * already, so that no dial waits on it), the live peers are asked instead (peer-probe.ts).
+ *
  * When no owner is left the caller gets what a single instance says with no agent (503).
  * Cancelling at any point cancels what is in flight and nothing more is said to the caller.
  */
@@ -18,6 +21,7 @@ import type { DialHandle, DialRequest, FrontendEnd } from "../tunnel/endpoints.j
 import type { InstanceView } from "./instance-view.js";
 import type { OwnerCache, RouteRead } from "./owner-cache.js";
 import type { PeerLinks } from "./peer/peer-links.js";
+import type { PeerProbe } from "./peer-probe.js";
 
 export interface RoutingDeps {
   /** This instance's agents: answers "no agent" the way a single instance does. */
@@ -26,6 +30,10 @@ export interface RoutingDeps {
   instances: Pick<InstanceView, "peer">;
   links: Pick<PeerLinks, "dial" | "isHealthy">;
   readTimeoutMs: number;
+  /** Asks the peers where the tenant's agents are, when the registry cannot be read. */
+  probe?: Pick<PeerProbe, "find">;
+  /** True while the registry is known to be unreachable (the last read of the leases failed). */
+  registryDown?: () => boolean;
   /** Uniform in [0, 1): which owner first (spreads a tenant's dials over its owners). */
   random?: () => number;
 }
@@ -92,6 +100,38 @@ export class RoutedDial implements DialHandle {
 
   private readThenForward(why: RouteRead): void {
     this.reread = true;
+    this.lookup(why).then(
+      (owners) => {
+        if (!this.cancelled) this.forward(owners);
+      },
+      (err: Error) => {
+        if (this.cancelled) return;
+        this.fail(
+          err instanceof NoAgentError
+            ? err
+            : new NoAgentError(`cannot find the tenant's agents: ${err.message}`),
+          false,
+        );
+      },
+    );
+  }
+
+  /** The tenant's owners from the registry or, when it cannot be read, from the peers. */
+  private async lookup(why: RouteRead): Promise<readonly string[]> {
+    const { probe, registryDown } = this.deps;
+    const tenant = this.ctx.caller.tenant;
+    if (probe && registryDown?.()) return probe.find(tenant);
+    try {
+      return await this.readWithin(why);
+    } catch (err) {
+      if (!probe) throw err;
+      const found = await probe.find(tenant);
+      if (found.length > 0) return found;
+      throw new NoAgentError(`${(err as Error).message}, and no live peer holds an agent of the tenant`);
+    }
+  }
+
+  private readWithin(why: RouteRead): Promise<readonly string[]> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
@@ -100,22 +140,9 @@ export class RoutedDial implements DialHandle {
         this.deps.readTimeoutMs,
       );
     });
-    Promise.race([this.deps.owners.read(this.ctx.caller.tenant, why), timeout])
-      .then(
-        (owners) => {
-          if (!this.cancelled) this.forward(owners);
-        },
-        (err: Error) => {
-          if (this.cancelled) return;
-          this.fail(
-            err instanceof NoAgentError
-              ? err
-              : new NoAgentError(`cannot find the tenant's agents: ${err.message}`),
-            false,
-          );
-        },
-      )
-      .finally(() => clearTimeout(timer));
+    return Promise.race([this.deps.owners.read(this.ctx.caller.tenant, why), timeout]).finally(() =>
+      clearTimeout(timer),
+    );
   }
 
   /** The caller's end, seen through routing until the owner has answered. */
