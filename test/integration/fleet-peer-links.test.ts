@@ -222,8 +222,15 @@ describe("peer links in a fleet of three", () => {
     await waitUntil(async () => (await agentInstances()).join() === "0", 10_000, "acme's agent on fleet-1");
     // fleet-2 and fleet-3 have a link to fleet-1 (one dial each).
     for (const i of [1, 2]) expect(await dialAt(i)).toBe("acme");
+    const failuresBefore = await metric(2, "kgw_server_peer_link_failures_total");
     const killedAt = Date.now();
     await fleet[0]!.kill9();
+    // The link's reset is a failure fleet-3 counts (and logs, with fleet-1's id).
+    await waitUntil(
+      async () => (await metric(2, "kgw_server_peer_link_failures_total")) > failuresBefore,
+      5_000,
+      "fleet-3 counted its link to fleet-1 failing",
+    );
     await fleet[0]!.start();
     await waitUntil(async () => (await agentInstances()).join() === "0", 10_000, "acme's agent back");
     const back = Date.now();
