@@ -37,6 +37,13 @@ export const ROUTE_PROBE_TIMEOUT_MS = 1_000;
  */
 export const ROUTE_PROBE_FRESH_MS = ROUTE_FRESH_MS;
 
+/**
+ * After a routing read fails or times out, the registry counts as down this long: dials ask the
+ * peers at once instead of each waiting ROUTE_READ_TIMEOUT_MS on a hung registry (the leases'
+ * reads, every heartbeat, say so for as long as they fail).
+ */
+export const ROUTE_REGISTRY_DOWN_MS = ROUTE_FRESH_MS;
+
 /** "No peer has one" is trusted this long: at most one probe a second per agentless tenant. */
 export const ROUTE_PROBE_NEGATIVE_FRESH_MS = ROUTE_NEGATIVE_FRESH_MS;
 

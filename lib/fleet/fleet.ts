@@ -24,6 +24,7 @@ import { InstanceView } from "./instance-view.js";
 import { OwnerCache } from "./owner-cache.js";
 import { PeerLinks, type PeerTlsMaterial } from "./peer/peer-links.js";
 import { PeerProbe } from "./peer-probe.js";
+import { RegistryHealth } from "./registry-health.js";
 
 export interface FleetOptions {
   registry: FleetRegistry;
@@ -64,6 +65,7 @@ export class Fleet {
   readonly owners: OwnerCache;
   readonly links: PeerLinks;
   private readonly probe: PeerProbe;
+  private readonly registryHealth: RegistryHealth;
   private readonly rows = new Map<AgentSession, OwnerRow>();
   private readonly log: Logger;
   private draining = false;
@@ -114,6 +116,7 @@ export class Fleet {
       backendDialTimeoutMs: opts.backendDialTimeoutMs,
     });
 
+    this.registryHealth = new RegistryHealth({ leaseReadsFailing: () => this.instances.readsFailing, clock });
     this.probe = new PeerProbe({
       selfId: instanceId,
       instances: this.instances,
@@ -166,7 +169,7 @@ export class Fleet {
       links: this.links,
       readTimeoutMs: ROUTE_READ_TIMEOUT_MS,
       probe: this.probe,
-      registryDown: () => this.instances.readsFailing,
+      registry: this.registryHealth,
     });
   }
 

@@ -22,6 +22,7 @@ import type { InstanceView } from "./instance-view.js";
 import type { OwnerCache, RouteRead } from "./owner-cache.js";
 import type { PeerLinks } from "./peer/peer-links.js";
 import type { PeerProbe } from "./peer-probe.js";
+import type { RegistryHealth } from "./registry-health.js";
 
 export interface RoutingDeps {
   /** This instance's agents: answers "no agent" the way a single instance does. */
@@ -32,8 +33,8 @@ export interface RoutingDeps {
   readTimeoutMs: number;
   /** Asks the peers where the tenant's agents are, when the registry cannot be read. */
   probe?: Pick<PeerProbe, "find">;
-  /** True while the registry is known to be unreachable (the last read of the leases failed). */
-  registryDown?: () => boolean;
+  /** Whether the registry is known to be unreachable now, and told when a routing read fails. */
+  registry?: Pick<RegistryHealth, "down" | "readFailed">;
   /** Uniform in [0, 1): which owner first (spreads a tenant's dials over its owners). */
   random?: () => number;
 }
@@ -118,12 +119,13 @@ export class RoutedDial implements DialHandle {
 
   /** The tenant's owners from the registry or, when it cannot be read, from the peers. */
   private async lookup(why: RouteRead): Promise<readonly string[]> {
-    const { probe, registryDown } = this.deps;
+    const { probe, registry } = this.deps;
     const tenant = this.ctx.caller.tenant;
-    if (probe && registryDown?.()) return probe.find(tenant);
+    if (probe && registry?.down()) return probe.find(tenant);
     try {
       return await this.readWithin(why);
     } catch (err) {
+      registry?.readFailed();
       if (!probe) throw err;
       const found = await probe.find(tenant);
       if (found.length > 0) return found;

@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { type GatewayError, NoAgentError } from "../../lib/errors.js";
+import { InstanceView } from "../../lib/fleet/instance-view.js";
 import { OwnerCache } from "../../lib/fleet/owner-cache.js";
 import type { PeerAgentsAnswer } from "../../lib/fleet/peer/peer-agents-call.js";
 import { type PeerInstance, peerBackoffMs } from "../../lib/fleet/peer/peer-link.js";
@@ -16,6 +17,7 @@ import {
   peerDialTimeoutMs,
 } from "../../lib/fleet/peer/peer-timeouts.js";
 import { PeerProbe } from "../../lib/fleet/peer-probe.js";
+import { RegistryHealth } from "../../lib/fleet/registry-health.js";
 import { RoutedDial, type RoutingDeps } from "../../lib/fleet/routed-dial.js";
 import { silentLogger } from "../../lib/observability/logger.js";
 import type { InstanceLease, OwnerRow } from "../../lib/registry/model.js";
@@ -210,7 +212,7 @@ function routingWithProbe(opts: { read: "fails" | "hangs"; registryDown: boolean
         return opts.probed;
       },
     },
-    registryDown: () => opts.registryDown,
+    registry: { down: () => opts.registryDown, readFailed: () => reads.push("failed") },
     random: () => 0,
   };
   return { deps, dialed, reads, probes };
@@ -226,7 +228,7 @@ describe("RoutedDial while the registry cannot be read", () => {
     const { end, told } = recordingFrontend();
     new RoutedDial(r.deps, ctx, { protocol: "tcp", address: "x:1" }, end).start();
     await settle(told);
-    expect(r.reads).toEqual(["miss"]);
+    expect(r.reads).toEqual(["miss", "failed"]);
     expect(r.probes).toEqual(["acme"]);
     expect(r.dialed).toEqual(["i3"]);
     expect(told.established).toBe(link);
@@ -248,6 +250,57 @@ describe("RoutedDial while the registry cannot be read", () => {
     await settle(told);
     expect(told.failed).toBeInstanceOf(NoAgentError);
     expect(told.failed?.message).toContain("no live peer holds an agent of the tenant");
+  });
+});
+
+describe("RegistryHealth", () => {
+  it("is down while the leases' reads fail, and for a while after a routing read failed", () => {
+    let now = 0;
+    let leasesFailing = false;
+    const health = new RegistryHealth({
+      leaseReadsFailing: () => leasesFailing,
+      clock: () => now,
+      downMs: 5_000,
+    });
+    expect(health.down()).toBe(false);
+    leasesFailing = true;
+    expect(health.down()).toBe(true);
+    leasesFailing = false;
+    health.readFailed();
+    now += 4_999;
+    expect(health.down()).toBe(true);
+    now += 1;
+    expect(health.down()).toBe(false);
+  });
+});
+
+describe("InstanceView while a read of the leases hangs", () => {
+  it("judges the leases as of the last good read once no read succeeded for two intervals", async () => {
+    let now = 0;
+    let hang = false;
+    const view = new InstanceView({
+      registry: {
+        listInstances: () =>
+          hang
+            ? new Promise(() => {})
+            : Promise.resolve({ items: [lease("i2", { expiresAt: 2_000 })], unreadable: [] }),
+      },
+      refreshMs: 300,
+      log,
+      clock: () => now,
+    });
+    await view.refresh();
+    expect(view.liveCount()).toBe(1);
+    hang = true;
+    void view.refresh(); // never answers
+    now = 600;
+    expect(view.readsFailing).toBe(false);
+    now = 601;
+    expect(view.readsFailing).toBe(true);
+    // Past the lease's expiry by the clock, but no read could have renewed it: still alive.
+    now = 5_000;
+    expect(view.liveCount()).toBe(1);
+    expect(view.peer("i2")?.incarnation).toBe(1);
   });
 });
 
