@@ -10,6 +10,7 @@
  * is kept ROUTE_PROBE_FRESH_MS ("nobody": ROUTE_PROBE_NEGATIVE_FRESH_MS). The first peer that
  * holds agents answers the dials waiting; later ones are added to what is kept.
  */
+import { type BudgetedLog, budgetedInfo } from "../observability/log-budget.js";
 import type { Logger } from "../observability/logger.js";
 import { isLeaseLive } from "../registry/liveness.js";
 import {
@@ -20,6 +21,9 @@ import {
 } from "./fleet-durations.js";
 import type { InstanceView } from "./instance-view.js";
 import type { PeerLinks } from "./peer/peer-links.js";
+
+/** Probe results logged at info per second (the rest at debug; every peer asked is counted). */
+const PROBE_LOG_LINES_PER_SECOND = 5;
 
 export interface PeerProbeOptions {
   selfId: string;
@@ -43,10 +47,13 @@ export class PeerProbe {
   private readonly asking = new Map<string, Promise<readonly string[]>>();
   private readonly clock: () => number;
   private lastSweep: number;
+  /** One line per probe, within a budget: an outage probes for every tenant being dialed. */
+  private readonly logged: BudgetedLog;
 
   constructor(private readonly opts: PeerProbeOptions) {
     this.clock = opts.clock ?? Date.now;
     this.lastSweep = this.clock();
+    this.logged = budgetedInfo(opts.log, PROBE_LOG_LINES_PER_SECOND, this.clock);
   }
 
   /** The peers holding `tenant`'s agents, as they said recently or say now. Never rejects. */
@@ -112,7 +119,7 @@ export class PeerProbe {
         }
       };
       const done = () => {
-        this.opts.log.info(
+        this.logged(
           { tenant, asked: peers.length, found: answer.owners, unanswered },
           "the registry cannot be read: asked the live peers for the tenant's agents",
         );
