@@ -38,6 +38,13 @@ export const ROUTE_PROBE_TIMEOUT_MS = 1_000;
 export const ROUTE_PROBE_FRESH_MS = ROUTE_FRESH_MS;
 
 /**
+ * A routing read not answered this long has the peers asked beside it (owner-lookup.ts): a
+ * DynamoDB Query answers in milliseconds, so one silent for half a second is likely hung, and a
+ * dial should not wait out ROUTE_READ_TIMEOUT_MS for it when a peer can say where the agents are.
+ */
+export const ROUTE_PROBE_AFTER_MS = 500;
+
+/**
  * After a routing read fails or times out, the registry counts as down this long: dials ask the
  * peers at once instead of each waiting ROUTE_READ_TIMEOUT_MS on a hung registry (the leases'
  * reads, every heartbeat, say so for as long as they fail).

@@ -2,8 +2,9 @@
  * Whether routing should wait on the registry: not while the leases' reads fail or hang
  * (InstanceView.readsFailing), nor for ROUTE_REGISTRY_DOWN_MS after a routing read failed or timed
  * out. A hung registry (connections accepted, nothing answered) shows in the leases' reads only
- * after two intervals; meanwhile a dial may wait out one read, and the dials after it ask the
- * peers at once (routed-dial.ts, peer-probe.ts).
+ * after two intervals; meanwhile a dial has the peers asked beside its read after
+ * ROUTE_PROBE_AFTER_MS, and once that read times out the dials after it ask the peers at once
+ * (owner-lookup.ts, peer-probe.ts).
  */
 import { ROUTE_REGISTRY_DOWN_MS } from "./fleet-durations.js";
 

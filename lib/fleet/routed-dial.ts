@@ -9,8 +9,8 @@
  *   none is left, re-read once;
  * - anything else (the agent refused, timed out) is the dial's answer, as on one instance.
  *
- * When the registry cannot be read (the read fails or times out, or the lease reads are failing
- * already, so that no dial waits on it), the live peers are asked instead (peer-probe.ts).
+ * Where the owners come from when the cache cannot say is owner-lookup.ts's: the registry, or the
+ * live peers when it cannot be read.
  *
  * When no owner is left the caller gets what a single instance says with no agent (503).
  * Cancelling at any point cancels what is in flight and nothing more is said to the caller.
@@ -20,21 +20,15 @@ import type { AgentDirectory, DialContext } from "../server/core/dial-context.js
 import type { DialHandle, DialRequest, FrontendEnd } from "../tunnel/endpoints.js";
 import type { InstanceView } from "./instance-view.js";
 import type { OwnerCache, RouteRead } from "./owner-cache.js";
+import { lookupOwners, type OwnerLookupDeps } from "./owner-lookup.js";
 import type { PeerLinks } from "./peer/peer-links.js";
-import type { PeerProbe } from "./peer-probe.js";
-import type { RegistryHealth } from "./registry-health.js";
 
-export interface RoutingDeps {
+export interface RoutingDeps extends OwnerLookupDeps {
   /** This instance's agents: answers "no agent" the way a single instance does. */
   local: AgentDirectory;
   owners: Pick<OwnerCache, "peek" | "read">;
   instances: Pick<InstanceView, "peer">;
   links: Pick<PeerLinks, "dial" | "isHealthy">;
-  readTimeoutMs: number;
-  /** Asks the peers where the tenant's agents are, when the registry cannot be read. */
-  probe?: Pick<PeerProbe, "find">;
-  /** Whether the registry is known to be unreachable now, and told when a routing read fails. */
-  registry?: Pick<RegistryHealth, "down" | "readFailed">;
   /** Uniform in [0, 1): which owner first (spreads a tenant's dials over its owners). */
   random?: () => number;
 }
@@ -101,7 +95,7 @@ export class RoutedDial implements DialHandle {
 
   private readThenForward(why: RouteRead): void {
     this.reread = true;
-    this.lookup(why).then(
+    lookupOwners(this.deps, this.ctx.caller.tenant, why).then(
       (owners) => {
         if (!this.cancelled) this.forward(owners);
       },
@@ -114,36 +108,6 @@ export class RoutedDial implements DialHandle {
           false,
         );
       },
-    );
-  }
-
-  /** The tenant's owners from the registry or, when it cannot be read, from the peers. */
-  private async lookup(why: RouteRead): Promise<readonly string[]> {
-    const { probe, registry } = this.deps;
-    const tenant = this.ctx.caller.tenant;
-    if (probe && registry?.down()) return probe.find(tenant);
-    try {
-      return await this.readWithin(why);
-    } catch (err) {
-      registry?.readFailed();
-      if (!probe) throw err;
-      const found = await probe.find(tenant);
-      if (found.length > 0) return found;
-      throw new NoAgentError(`${(err as Error).message}, and no live peer holds an agent of the tenant`);
-    }
-  }
-
-  private readWithin(why: RouteRead): Promise<readonly string[]> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(new NoAgentError(`the fleet registry did not answer within ${this.deps.readTimeoutMs}ms`)),
-        this.deps.readTimeoutMs,
-      );
-    });
-    return Promise.race([this.deps.owners.read(this.ctx.caller.tenant, why), timeout]).finally(() =>
-      clearTimeout(timer),
     );
   }
 

@@ -307,9 +307,9 @@ describe("peer links in a fleet of three", () => {
         `fleet links: registry ${outage}, owner killed, agent re-homed: ${results.length - failed.length} of ${results.length} dials at ${fleet[entry]!.id} succeeded; ms each: ${results.map((r) => r.ms).join(",")}`,
       );
       expect(failed.map((r) => r.error)).toEqual([]);
-      // A hung registry may hold up the first dial by one routing read (3 s); no other waits on it.
-      expect(results.filter((r) => r.ms >= 2000).length).toBeLessThanOrEqual(outage === "hangs" ? 1 : 0);
-      expect(Math.max(...results.map((r) => r.ms))).toBeLessThan(5000);
+      // A hung registry holds up no dial by more than the half second after which the peers
+      // are asked beside a routing read (it held each up 3 s, the read's timeout).
+      expect(Math.max(...results.map((r) => r.ms))).toBeLessThan(2000);
       const probes = await metric(entry, "kgw_server_peer_probes_total", 'answer="has_agents"');
       expect(probes).toBeGreaterThanOrEqual(1);
     },

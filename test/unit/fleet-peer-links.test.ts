@@ -179,7 +179,12 @@ function recordingFrontend() {
 }
 
 /** Routing whose registry read fails (or hangs), and whose probe finds `probed`. */
-function routingWithProbe(opts: { read: "fails" | "hangs"; registryDown: boolean; probed: string[] }) {
+function routingWithProbe(opts: {
+  read: "fails" | "hangs" | "answers";
+  registryDown: boolean;
+  probed: string[];
+  probeAfterMs?: number;
+}) {
   const dialed: string[] = [];
   const reads: string[] = [];
   const probes: string[] = [];
@@ -193,6 +198,7 @@ function routingWithProbe(opts: { read: "fails" | "hangs"; registryDown: boolean
       peek: () => undefined,
       read: (_t, why) => {
         reads.push(why);
+        if (opts.read === "answers") return Promise.resolve(["i4"]);
         return opts.read === "fails" ? Promise.reject(new Error("ECONNREFUSED")) : new Promise(() => {});
       },
     },
@@ -206,6 +212,7 @@ function routingWithProbe(opts: { read: "fails" | "hangs"; registryDown: boolean
       },
     },
     readTimeoutMs: 60_000,
+    probeAfterMs: opts.probeAfterMs ?? 60_000,
     probe: {
       find: async (tenant) => {
         probes.push(tenant);
@@ -241,6 +248,27 @@ describe("RoutedDial while the registry cannot be read", () => {
     await settle(told);
     expect(r.reads).toEqual([]);
     expect(told.established).toBe(link);
+  });
+
+  it("asks the peers beside a read that does not answer, and takes the first owner named", async () => {
+    const r = routingWithProbe({ read: "hangs", registryDown: false, probed: ["i2"], probeAfterMs: 0 });
+    const { end, told } = recordingFrontend();
+    new RoutedDial(r.deps, ctx, { protocol: "tcp", address: "x:1" }, end).start();
+    for (let i = 0; i < 100 && !told.established; i++) await new Promise((res) => setTimeout(res, 10));
+    expect(r.reads).toEqual(["miss"]);
+    expect(r.probes).toEqual(["acme"]);
+    expect(r.dialed).toEqual(["i2"]);
+  });
+
+  it("asks no peer when the read answers in time", async () => {
+    const r = routingWithProbe({ read: "answers", registryDown: false, probed: ["i2"], probeAfterMs: 0 });
+    const { end, told } = recordingFrontend();
+    new RoutedDial(r.deps, ctx, { protocol: "tcp", address: "x:1" }, end).start();
+    await settle(told);
+    // A timer set now fires after the hedge would have (same delay, set later): it did not.
+    await new Promise((res) => setTimeout(res, 0));
+    expect(r.probes).toEqual([]);
+    expect(r.dialed).toEqual(["i4"]);
   });
 
   it("says why when neither the registry nor any peer knows", async () => {
