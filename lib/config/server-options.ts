@@ -6,6 +6,7 @@
 
 import { randomUUID } from "node:crypto";
 import { ConfigError } from "../errors.js";
+import { DEFAULT_DIAL_TIMEOUT_MS } from "../tunnel/timeouts.js";
 import { LOGTOSTDERR_FLAG } from "./compat-flags.js";
 import { defineFlags, type FlagValues, formatHelp, parseFlags } from "./flags.js";
 import { FLEET_FLAGS, type FleetConfig, parseFleet } from "./fleet-options.js";
@@ -143,7 +144,7 @@ export const SERVER_FLAGS = defineFlags({
   },
   "backend-dial-timeout": {
     kind: "duration",
-    default: 10_000,
+    default: DEFAULT_DIAL_TIMEOUT_MS,
     help: "How long a dial may wait for the agent's answer (0 disables; not recommended).",
   },
   "proxy-strategies": {

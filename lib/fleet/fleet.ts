@@ -24,6 +24,8 @@ import { InstanceView } from "./instance-view.js";
 import { reportKeepers } from "./keeper-reports.js";
 import { OwnerCache } from "./owner-cache.js";
 import { PeerLinks, type PeerTlsMaterial } from "./peer/peer-links.js";
+import { PeerProbe } from "./peer-probe.js";
+import { RegistryHealth } from "./registry-health.js";
 
 export interface FleetOptions {
   registry: FleetRegistry;
@@ -34,6 +36,8 @@ export interface FleetOptions {
   leaseMs: number;
   /** Instances each agent should hold streams to (serverCount), capped by the instances alive. */
   agentRedundancy: number;
+  /** --backend-dial-timeout: a dial forwarded over a peer link waits for the owner's answer by it. */
+  backendDialTimeoutMs: number;
   peerTls: PeerTlsMaterial;
   log: Logger;
   metrics: FleetMetrics;
@@ -63,6 +67,8 @@ export class Fleet {
   readonly instances: InstanceView;
   readonly owners: OwnerCache;
   readonly links: PeerLinks;
+  private readonly probe: PeerProbe;
+  private readonly registryHealth: RegistryHealth;
   private readonly rows = new Map<AgentSession, OwnerRow>();
   private readonly log: Logger;
   private draining = false;
@@ -97,7 +103,10 @@ export class Fleet {
       log: this.log,
       clock,
       failed: () => metrics.registryErrors.inc({ call: "listInstances" }),
-      read: () => this.serverCountMayHaveChanged(),
+      read: () => {
+        this.serverCountMayHaveChanged();
+        this.pruneLinks();
+      },
     });
     this.owners = new OwnerCache({
       registry,
@@ -107,7 +116,22 @@ export class Fleet {
       read: (why) => metrics.routeReads.inc({ reason: why }),
       failed: () => metrics.registryErrors.inc({ call: "ownersOf" }),
     });
-    this.links = new PeerLinks({ instanceId, tls: opts.peerTls, log: opts.log, metrics: metrics.server });
+    this.links = new PeerLinks({
+      instanceId,
+      tls: opts.peerTls,
+      log: opts.log,
+      metrics: metrics.server,
+      backendDialTimeoutMs: opts.backendDialTimeoutMs,
+    });
+
+    this.registryHealth = new RegistryHealth({ leaseReadsFailing: () => this.instances.readsFailing, clock });
+    this.probe = new PeerProbe({
+      selfId: instanceId,
+      instances: this.instances,
+      links: this.links,
+      log: this.log,
+      clock,
+    });
 
     // A heartbeat after an outage longer than the lease: the sweeper may have removed our rows.
     this.keeper.on("acquired", () => this.writer.resync());
@@ -152,6 +176,8 @@ export class Fleet {
       instances: this.instances,
       links: this.links,
       readTimeoutMs: ROUTE_READ_TIMEOUT_MS,
+      probe: this.probe,
+      registry: this.registryHealth,
     });
   }
 
@@ -245,6 +271,20 @@ export class Fleet {
     });
     await this.links.close();
     await this.opts.registry.close();
+  }
+
+  /**
+   * After each read of the leases: links to instances whose lease is gone, expired, or held by a
+   * newer incarnation are pruned (server ids and incarnations are new with every deploy).
+   */
+  private pruneLinks(): void {
+    const leases = this.instances.all();
+    const at = this.instances.judgeAt();
+    const pruned = this.links.prune((peer) => {
+      const lease = leases.get(peer.id);
+      return lease !== undefined && lease.incarnation === peer.incarnation && lease.expiresAt > at;
+    });
+    if (pruned > 0) this.log.debug({ pruned }, "pruned the peer links of instances whose lease is gone");
   }
 
   private agentAdded(session: AgentSession): void {

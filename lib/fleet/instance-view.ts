@@ -17,7 +17,13 @@ import type { Logger } from "../observability/logger.js";
 import type { FleetRegistry } from "../registry/fleet-registry.js";
 import { isLeaseLive } from "../registry/liveness.js";
 import type { InstanceLease } from "../registry/model.js";
-import type { PeerInstance } from "./peer/peer-links.js";
+import type { PeerInstance } from "./peer/peer-link.js";
+
+/**
+ * Intervals without a successful read of the leases after which the view counts as stale (its
+ * read hangs): a read takes milliseconds and starts an interval after the last one ended.
+ */
+export const VIEW_STALE_REFRESHES = 2;
 
 export interface InstanceViewOptions {
   registry: Pick<FleetRegistry, "listInstances">;
@@ -31,7 +37,7 @@ export interface InstanceViewOptions {
   recoveryGraceMs?: number;
   /** Told of each failed read (metrics). */
   failed?: (err: Error) => void;
-  /** Told after each successful read (serverCount follows the fleet). */
+  /** Told after each successful read (serverCount follows the fleet; peer links prune what it no longer names). */
   read?: () => void;
 }
 
@@ -65,7 +71,7 @@ export class InstanceView {
       try {
         const { items, unreadable } = await this.opts.registry.listInstances();
         this.leases = new Map(items.map((l) => [l.instanceId, l]));
-        if (this.failing && this.lastReadAt !== null) {
+        if (this.readsFailing && this.lastReadAt !== null) {
           this.judgedSince = this.lastReadAt;
           this.graceUntil = this.clock() + (this.opts.recoveryGraceMs ?? 0);
         }
@@ -97,7 +103,7 @@ export class InstanceView {
    * when the last good read before the outage began: what was live then is taken as live.
    */
   judgeAt(): number {
-    if (this.failing && this.lastReadAt !== null) return this.lastReadAt;
+    if (this.readsFailing && this.lastReadAt !== null) return this.lastReadAt;
     const now = this.clock();
     return now < this.graceUntil ? this.judgedSince : now;
   }
@@ -110,12 +116,27 @@ export class InstanceView {
     return n;
   }
 
-  /** Where instance `id`'s peer port is, if its lease was read and names a usable address. */
+  /**
+   * Where instance `id`'s peer port is, and which incarnation listens there, if its lease was
+   * read and names a usable address.
+   */
   peer(id: string): PeerInstance | undefined {
     const lease = this.leases.get(id);
     if (!lease) return undefined;
     const hostPort = splitHostPort(lease.peerAddress);
-    return hostPort && { id, ...hostPort };
+    return hostPort && { id, incarnation: lease.incarnation, ...hostPort };
+  }
+
+  /**
+   * Whether the registry is unreachable as far as the leases' reads show: the last one failed,
+   * or none has succeeded for VIEW_STALE_REFRESHES intervals (a hung registry fails a read only
+   * after the SDK's timeouts and retries, and the leases must not expire by the clock meanwhile).
+   */
+  get readsFailing(): boolean {
+    if (this.failing) return true;
+    return (
+      this.lastReadAt !== null && this.clock() - this.lastReadAt > VIEW_STALE_REFRESHES * this.opts.refreshMs
+    );
   }
 
   stop(): void {

@@ -81,9 +81,14 @@ export class OwnerCache {
         .ownersOf(tenant)
         .then(async ({ items }) => {
           // A row naming an instance whose lease we have not read yet (it started after our
-          // last read of the leases): read them now rather than take its agents for gone.
+          // last read of the leases), or a newer incarnation of one (restarted in place): read
+          // them now rather than take its agents for gone, or dial its predecessor.
           const known = this.opts.instances.all();
-          if (items.some((row) => !known.has(row.instanceId))) await this.opts.instances.refresh();
+          const unread = (row: OwnerRow) => {
+            const lease = known.get(row.instanceId);
+            return lease === undefined || lease.incarnation < row.incarnation;
+          };
+          if (items.some(unread)) await this.opts.instances.refresh();
           const now = this.clock();
           const prior = this.entries.get(tenant);
           this.entries.set(tenant, { rows: items, readAt: now, usedAt: prior?.usedAt ?? now });

@@ -9,6 +9,9 @@
  *   none is left, re-read once;
  * - anything else (the agent refused, timed out) is the dial's answer, as on one instance.
  *
+ * Where the owners come from when the cache cannot say is owner-lookup.ts's: the registry, or the
+ * live peers when it cannot be read.
+ *
  * When no owner is left the caller gets what a single instance says with no agent (503).
  * Cancelling at any point cancels what is in flight and nothing more is said to the caller.
  */
@@ -17,15 +20,15 @@ import type { AgentDirectory, DialContext } from "../server/core/dial-context.js
 import type { DialHandle, DialRequest, FrontendEnd } from "../tunnel/endpoints.js";
 import type { InstanceView } from "./instance-view.js";
 import type { OwnerCache, RouteRead } from "./owner-cache.js";
+import { lookupOwners, type OwnerLookupDeps } from "./owner-lookup.js";
 import type { PeerLinks } from "./peer/peer-links.js";
 
-export interface RoutingDeps {
+export interface RoutingDeps extends OwnerLookupDeps {
   /** This instance's agents: answers "no agent" the way a single instance does. */
   local: AgentDirectory;
   owners: Pick<OwnerCache, "peek" | "read">;
   instances: Pick<InstanceView, "peer">;
   links: Pick<PeerLinks, "dial" | "isHealthy">;
-  readTimeoutMs: number;
   /** Uniform in [0, 1): which owner first (spreads a tenant's dials over its owners). */
   random?: () => number;
 }
@@ -92,30 +95,20 @@ export class RoutedDial implements DialHandle {
 
   private readThenForward(why: RouteRead): void {
     this.reread = true;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(new NoAgentError(`the fleet registry did not answer within ${this.deps.readTimeoutMs}ms`)),
-        this.deps.readTimeoutMs,
-      );
-    });
-    Promise.race([this.deps.owners.read(this.ctx.caller.tenant, why), timeout])
-      .then(
-        (owners) => {
-          if (!this.cancelled) this.forward(owners);
-        },
-        (err: Error) => {
-          if (this.cancelled) return;
-          this.fail(
-            err instanceof NoAgentError
-              ? err
-              : new NoAgentError(`cannot find the tenant's agents: ${err.message}`),
-            false,
-          );
-        },
-      )
-      .finally(() => clearTimeout(timer));
+    lookupOwners(this.deps, this.ctx.caller.tenant, why).then(
+      (owners) => {
+        if (!this.cancelled) this.forward(owners);
+      },
+      (err: Error) => {
+        if (this.cancelled) return;
+        this.fail(
+          err instanceof NoAgentError
+            ? err
+            : new NoAgentError(`cannot find the tenant's agents: ${err.message}`),
+          false,
+        );
+      },
+    );
   }
 
   /** The caller's end, seen through routing until the owner has answered. */

@@ -56,6 +56,7 @@ export async function startFleet(
     heartbeatMs: config.heartbeatMs,
     leaseMs: config.leaseMs,
     agentRedundancy: config.agentRedundancy,
+    backendDialTimeoutMs: opts.backendDialTimeoutMs,
     peerTls: readPeerTls(opts.peer.tls, opts.tlsMinVersion),
     log: deps.log,
     metrics: fleetMetrics,

@@ -184,6 +184,34 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  readonly peerProbes = new Counter({
+    name: "kgw_server_peer_probes_total",
+    help: "Peers this instance asked for a tenant's agents because the registry could not be read, by answer (has_agents, no_agents, unavailable, refused, timeout).",
+    labelNames: ["answer"] as const,
+    registers: [this.registry],
+  });
+
+  readonly peerProbesServed = new Counter({
+    name: "kgw_server_peer_probes_served_total",
+    help: "Other instances' questions for a tenant's agents here, by outcome (has_agents, no_agents, invalid).",
+    labelNames: ["outcome"] as const,
+    registers: [this.registry],
+  });
+
+  readonly peerLinkFailures = new Counter({
+    name: "kgw_server_peer_link_failures_total",
+    help: "Failures of this instance's peer links (each then avoided for a backoff), by reason (connect, goaway, closed, keepalive, stream).",
+    labelNames: ["reason"] as const,
+    registers: [this.registry],
+  });
+
+  readonly peerLinks = new Gauge({
+    name: "kgw_server_peer_links",
+    help: "Peer instances (id and incarnation) this one keeps a link to, connected or not; pruned once their lease is gone.",
+    registers: [this.registry],
+    collect: () => this.peerCollect(),
+  });
+
   readonly failingPeers = new Gauge({
     name: "kgw_server_peer_failing",
     help: "Peer instances this one currently avoids after a failed connection or link (for a backoff period).",
@@ -248,7 +276,7 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
-  /** Sets what refreshes kgw_server_peer_failing before each read (lib/fleet/peer/peer-links.ts). */
+  /** Sets what refreshes kgw_server_peer_failing and _links before each read (lib/fleet/peer/peer-links.ts). */
   onPeerCollect(collect: () => void): void {
     this.peerCollect = collect;
   }

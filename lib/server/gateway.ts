@@ -320,6 +320,8 @@ export class Gateway {
       peer: opts.peer
         ? await (await import("../fleet/peer/peer-listener.js")).buildPeerListener(this.listeners, opts, {
             dialer: this.dialLocal,
+            agentsOf: (tenant) =>
+              this.accepting ? this.registry.agents(tenant).filter((a) => a.responsive).length : 0,
             log: deps.log,
             metrics,
           })

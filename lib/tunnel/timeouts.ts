@@ -9,5 +9,8 @@
  */
 export const CLOSE_ACK_TIMEOUT_MS = 10_000;
 
-/** Default time a dial may wait for DIAL_RSP; upstream's default is none, which hangs callers. */
+/**
+ * Default time a dial may wait for DIAL_RSP (--backend-dial-timeout; a peer hop waits for the
+ * owner's answer that long plus a margin); upstream's default is none, which hangs callers.
+ */
 export const DEFAULT_DIAL_TIMEOUT_MS = 10_000;

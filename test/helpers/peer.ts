@@ -16,6 +16,7 @@ import type { DialAuditRecord } from "../../lib/server/audit/audit-record.js";
 import type { AgentDirectory } from "../../lib/server/core/dial-context.js";
 import { Gateway, type GatewayDeps } from "../../lib/server/gateway.js";
 import { openPolicy } from "../../lib/server/policy/open-policy.js";
+import { DEFAULT_DIAL_TIMEOUT_MS } from "../../lib/tunnel/timeouts.js";
 import { captureLogger } from "./gateway.js";
 import type { TestPki } from "./pki.js";
 
@@ -109,7 +110,8 @@ export function testPeerLinks(
     metrics?: ServerMetrics;
     identity?: IssuedCertificate;
     timings?: Partial<PeerTimings>;
-    dialTimeoutMs?: number;
+    /** --backend-dial-timeout of the fleet (the default one). */
+    backendDialTimeoutMs?: number;
   },
 ): PeerLinks {
   const id = opts.identity ?? peer.peer;
@@ -118,8 +120,8 @@ export function testPeerLinks(
     tls: { cert: id.certPem, key: id.keyPem, ca: pki.ca.certPem },
     log: opts.log,
     ...(opts.metrics ? { metrics: opts.metrics } : {}),
-    ...(opts.dialTimeoutMs ? { dialTimeoutMs: opts.dialTimeoutMs } : {}),
-    timings: { connectTimeoutMs: 2000, failureBackoffMs: 1000, ...opts.timings },
+    backendDialTimeoutMs: opts.backendDialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS,
+    timings: { connectTimeoutMs: 2000, failureBackoffBaseMs: 1000, failureBackoffMs: 1000, ...opts.timings },
   });
 }
 

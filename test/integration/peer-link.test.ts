@@ -399,6 +399,23 @@ describe("dials forwarded to the owner", () => {
   });
 });
 
+describe("a peer asking for a tenant's agents", () => {
+  it("the owner says how many of the tenant's agents it holds, to fleet peers only", async () => {
+    expect(await links.askAgents(owner(), "acme", 2000)).toEqual({ agents: 1 });
+    expect(await links.askAgents(owner(), "initech", 2000)).toEqual({ agents: 0 });
+    // A caller's certificate from the same CA is no peer's: refused, and nothing said.
+    const notPeer = testPeerLinks(pki, peerPki, { log: a.log, identity: pki.frontend });
+    try {
+      expect(await notPeer.askAgents(owner(), "acme", 2000)).toBe("refused");
+    } finally {
+      await notPeer.close();
+    }
+    const served = (await b.gw.metrics.peerProbesServed.get()).values;
+    expect(served.find((v) => v.labels.outcome === "has_agents")?.value).toBe(1);
+    expect(served.find((v) => v.labels.outcome === "no_agents")?.value).toBe(1);
+  });
+});
+
 /** A CONNECT request on A's port as tenant `id`, on a raw TLS socket the test can drop at will. */
 function rawConnect(id: string, target: string): TLSSocket {
   const cert = bundleCert(id);

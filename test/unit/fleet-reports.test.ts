@@ -17,6 +17,7 @@ import type { FleetRegistry } from "../../lib/registry/fleet-registry.js";
 import { MemoryRegistry } from "../../lib/registry/memory-registry.js";
 import type { AgentSession } from "../../lib/server/core/agent-session.js";
 import { BackendRegistry } from "../../lib/server/core/backend-registry.js";
+import { DEFAULT_DIAL_TIMEOUT_MS } from "../../lib/tunnel/timeouts.js";
 import { waitFor } from "../helpers/agent.js";
 import { captureLogger } from "../helpers/gateway.js";
 import { getPeerPki } from "../helpers/peer.js";
@@ -97,6 +98,7 @@ async function startMember(inner: MemoryRegistry) {
     registry: sw.registry,
     instanceId: "me",
     peerAddress: "127.0.0.1:8135",
+    backendDialTimeoutMs: DEFAULT_DIAL_TIMEOUT_MS,
     // Short, so that the sweeper (about once per lease) runs within the test.
     heartbeatMs: 300,
     leaseMs: 1_500,

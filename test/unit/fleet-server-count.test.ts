@@ -9,6 +9,7 @@ import { FleetMetrics } from "../../lib/metrics/fleet-metrics.js";
 import { ServerMetrics } from "../../lib/metrics/server-metrics.js";
 import { silentLogger } from "../../lib/observability/logger.js";
 import { MemoryRegistry } from "../../lib/registry/memory-registry.js";
+import { DEFAULT_DIAL_TIMEOUT_MS } from "../../lib/tunnel/timeouts.js";
 import { getTestPki } from "../helpers/pki.js";
 
 const HEARTBEAT_MS = 50;
@@ -42,6 +43,7 @@ async function startFleet(registry: MemoryRegistry, id: string, agentRedundancy:
     heartbeatMs: HEARTBEAT_MS,
     leaseMs: LEASE_MS,
     agentRedundancy,
+    backendDialTimeoutMs: DEFAULT_DIAL_TIMEOUT_MS,
     peerTls: { cert: pki.server.certPem, key: pki.server.keyPem, ca: pki.ca.certPem },
     log: silentLogger(),
     metrics: new FleetMetrics(new ServerMetrics()),

@@ -73,6 +73,16 @@ export function peerContextHeaders(
   };
 }
 
+/** The tenant a peer call names (`kgw-peer-tenant`), or why it is refused (INVALID_ARGUMENT). */
+export function parsePeerTenant(headers: IncomingHttpHeaders): string | { problem: string } {
+  const tenant = headers[PeerHeader.tenant];
+  if (typeof tenant !== "string" || tenant === "") return { problem: `missing ${PeerHeader.tenant}` };
+  if (!isValidTenantId(tenant) && tenant !== DEFAULT_TENANT) {
+    return { problem: `${PeerHeader.tenant} is not a tenant id` };
+  }
+  return tenant;
+}
+
 /** The context of a peer call, or why its metadata is refused (INVALID_ARGUMENT). */
 export function parsePeerContext(headers: IncomingHttpHeaders): PeerContext | { problem: string } {
   const one = (name: string): string | { problem: string } => {
@@ -80,11 +90,8 @@ export function parsePeerContext(headers: IncomingHttpHeaders): PeerContext | { 
     if (typeof v !== "string" || v === "") return { problem: `missing ${name}` };
     return v;
   };
-  const tenant = one(PeerHeader.tenant);
+  const tenant = parsePeerTenant(headers);
   if (typeof tenant !== "string") return tenant;
-  if (!isValidTenantId(tenant) && tenant !== DEFAULT_TENANT) {
-    return { problem: `${PeerHeader.tenant} is not a tenant id` };
-  }
   const frontend = one(PeerHeader.frontend);
   if (typeof frontend !== "string") return frontend;
   if (!(FRONTENDS as readonly string[]).includes(frontend)) {

@@ -1,22 +1,21 @@
 /**
  * The client end of the fleet's peer links: what routing calls once it has chosen the instance
- * that owns a tenant's agents. One HTTP/2 connection per peer instance (keyed by its id and
- * address), opened on the first dial and again after a failure; one stream per forwarded dial
- * (peer-dial.ts), so each tunnel has HTTP/2's per-stream flow control to itself and a stalled
- * caller holds back only its own tunnel.
+ * that owns a tenant's agents. One HTTP/2 connection per peer instance (keyed by its id,
+ * incarnation and address: peer-link.ts), opened on the first dial and again after a failure;
+ * one stream per forwarded dial (peer-dial.ts), so each tunnel has HTTP/2's per-stream flow
+ * control to itself and a stalled caller holds back only its own tunnel.
  *
- * A peer whose connection fails (connect or TLS error, connect timeout, GOAWAY, keepalive or
- * dead-peer watch) is marked failing for PEER_FAILURE_BACKOFF_MS: `isHealthy` says false and
- * dials to it fail at once with PeerUnavailableError, so routing tries another owner instead of
- * every dial waiting out the same dead address. Tunnels open on a connection that dies are
- * broken (ConnectionBrokenError), never closed cleanly.
+ * A peer whose connection fails is avoided for a jittered, bounded backoff (peer-link.ts):
+ * `isHealthy` says false and dials to it fail at once with PeerUnavailableError, so routing tries
+ * another owner instead of every dial waiting out the same dead address. Tunnels open on a
+ * connection that dies are broken (ConnectionBrokenError), never closed cleanly. Links of peers
+ * whose lease is gone are pruned (`prune`), so a fleet that deploys many times does not
+ * accumulate them.
  *
  * mTLS both ways with this instance's peer certificate; the other end must chain to the peer CA
  * and carry kgw://fleet/peer (peer-identity.ts), checked in place of a host name.
  */
-import { type ClientHttp2Session, connect as h2Connect } from "node:http2";
-import { isIP } from "node:net";
-import { type TLSSocket, connect as tlsConnect } from "node:tls";
+import type { ClientHttp2Session } from "node:http2";
 import type { TlsFiles, TlsMinVersion } from "../../config/tls.js";
 import { PeerUnavailableError } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
@@ -26,39 +25,24 @@ import { PEER_WATCH_STALL_MS, PEER_WATCH_TICK_MS } from "../../server/timeouts.j
 import { Http2PeerWatch, tcpPeerGone } from "../../transport/http2-peer-watch.js";
 import { readPem } from "../../transport/tls-files.js";
 import type { DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
+import { askPeerAgents, type PeerAgentsAnswer } from "./peer-agents-call.js";
 import { PeerCallStream } from "./peer-call-stream.js";
 import { PEER_PROXY_PATH, peerContextHeaders } from "./peer-context.js";
 import { PeerDial, type PeerDialOutcome } from "./peer-dial.js";
-import { checkPeerServerIdentity } from "./peer-identity.js";
+import { type PeerInstance, PeerLink, type PeerTimings, type PeerTlsMaterial } from "./peer-link.js";
 import {
-  DEFAULT_PEER_DIAL_TIMEOUT_MS,
   PEER_CONNECT_TIMEOUT_MS,
-  PEER_CONNECTION_WINDOW_BYTES,
-  PEER_FAILURE_BACKOFF_MS,
+  PEER_FAILURE_BACKOFF_BASE_MS,
+  PEER_FAILURE_BACKOFF_MAX_MS,
   PEER_KEEPALIVE_MS,
   PEER_KEEPALIVE_TIMEOUT_MS,
   PEER_MAX_MESSAGE_BYTES,
   PEER_STREAM_HIGH_WATER_BYTES,
-  PEER_STREAM_WINDOW_BYTES,
   PEER_WATCH_ANSWER_MS,
+  peerDialTimeoutMs,
 } from "./peer-timeouts.js";
 
-/** Another instance of the fleet, as the registry names it. */
-export interface PeerInstance {
-  /** Its --server-id. */
-  readonly id: string;
-  /** Where its peer port listens. */
-  readonly host: string;
-  readonly port: number;
-}
-
-/** This instance's peer identity: its certificate and key, and the fleet's peer CA (PEM). */
-export interface PeerTlsMaterial {
-  cert: string | Buffer;
-  key: string | Buffer;
-  ca: string | Buffer;
-  minVersion?: TlsMinVersion;
-}
+export type { PeerInstance, PeerTimings, PeerTlsMaterial } from "./peer-link.js";
 
 export interface PeerLinksOptions {
   /** This instance's --server-id, sent as the origin of every forwarded dial. */
@@ -66,17 +50,16 @@ export interface PeerLinksOptions {
   tls: PeerTlsMaterial;
   log: Logger;
   metrics?: ServerMetrics;
-  /** How long a forwarded dial waits for the owner's answer (DEFAULT_PEER_DIAL_TIMEOUT_MS). */
-  dialTimeoutMs?: number;
+  /**
+   * --backend-dial-timeout (0: none), which the owner applies to the dial: a forwarded dial
+   * waits that long for the owner's answer, plus PEER_DIAL_TIMEOUT_MARGIN_MS (peerDialTimeoutMs).
+   */
+  backendDialTimeoutMs: number;
   /** For tests: shorter durations than peer-timeouts.ts. */
   timings?: Partial<PeerTimings>;
-}
-
-export interface PeerTimings {
-  connectTimeoutMs: number;
-  failureBackoffMs: number;
-  keepaliveMs: number;
-  keepaliveTimeoutMs: number;
+  /** For tests: the clock failures are timed by, and the jitter of their backoff. */
+  clock?: () => number;
+  random?: () => number;
 }
 
 /** Reads the PEM files of --peer-cert, --peer-key and --peer-ca-cert (at start: errors are config). */
@@ -91,20 +74,25 @@ export function readPeerTls(files: TlsFiles, minVersion?: TlsMinVersion): PeerTl
 
 export class PeerLinks {
   private readonly links = new Map<string, PeerLink>();
+  /** Links pruned with tunnels still on them: closed at close() if they have not ended by then. */
+  private readonly retiring = new Set<PeerLink>();
   private readonly watch: Http2PeerWatch;
   private readonly timings: PeerTimings;
   private readonly log: Logger;
+  private readonly dialTimeoutMs: number;
   private closed = false;
 
   constructor(private readonly opts: PeerLinksOptions) {
     this.log = opts.log.child({ component: "peer-links" });
     this.timings = {
       connectTimeoutMs: PEER_CONNECT_TIMEOUT_MS,
-      failureBackoffMs: PEER_FAILURE_BACKOFF_MS,
+      failureBackoffBaseMs: PEER_FAILURE_BACKOFF_BASE_MS,
+      failureBackoffMs: PEER_FAILURE_BACKOFF_MAX_MS,
       keepaliveMs: PEER_KEEPALIVE_MS,
       keepaliveTimeoutMs: PEER_KEEPALIVE_TIMEOUT_MS,
       ...opts.timings,
     };
+    this.dialTimeoutMs = peerDialTimeoutMs(opts.backendDialTimeoutMs);
     this.watch = new Http2PeerWatch({
       tickMs: PEER_WATCH_TICK_MS,
       stallMs: PEER_WATCH_STALL_MS,
@@ -115,7 +103,10 @@ export class PeerLinks {
         this.log.warn({ reason }, "closed a peer link whose peer is gone");
       },
     });
-    opts.metrics?.onPeerCollect(() => opts.metrics?.failingPeers.set(this.failingCount()));
+    opts.metrics?.onPeerCollect(() => {
+      opts.metrics?.failingPeers.set(this.failingCount());
+      opts.metrics?.peerLinks.set(this.links.size);
+    });
   }
 
   /**
@@ -148,7 +139,7 @@ export class PeerLinks {
       );
     } catch (err) {
       // The session closed under us (GOAWAY just arrived): the next dial opens another.
-      link.markFailing(`cannot open a stream: ${(err as Error).message}`);
+      link.markFailing("stream", `cannot open a stream: ${(err as Error).message}`);
       this.counted("unavailable");
       throw new PeerUnavailableError(peer.id, (err as Error).message);
     }
@@ -156,7 +147,7 @@ export class PeerLinks {
     const call = new PeerCallStream(stream, PEER_MAX_MESSAGE_BYTES, PEER_STREAM_HIGH_WATER_BYTES);
     const dial = new PeerDial(call, frontend, {
       peer: peer.id,
-      dialTimeoutMs: this.opts.dialTimeoutMs ?? DEFAULT_PEER_DIAL_TIMEOUT_MS,
+      dialTimeoutMs: this.dialTimeoutMs,
       linkLost: () => link.lostReason(session),
       outcome: (outcome) => this.counted(outcome),
       answeredBy: (agentId) => ctx.observer?.routed(agentId, peer.id),
@@ -165,9 +156,57 @@ export class PeerLinks {
     return dial;
   }
 
+  /**
+   * Asks `peer` how many of `tenant`'s agents it holds (peer-agents-call.ts), within `timeoutMs`.
+   * A peer marked failing is not asked ("unavailable"); a probe that cannot connect marks it as
+   * a dial would. Never rejects.
+   */
+  async askAgents(peer: PeerInstance, tenant: string, timeoutMs: number): Promise<PeerAgentsAnswer> {
+    const link = this.linkFor(peer);
+    let answer: PeerAgentsAnswer = "unavailable";
+    if (!this.closed && link.failing() === null) {
+      let session: ClientHttp2Session | null = null;
+      try {
+        session = link.session();
+      } catch {
+        // The session could not even be made: counted as a connect failure by the link.
+      }
+      if (session) answer = await askPeerAgents(session, tenant, this.opts.instanceId, timeoutMs);
+    }
+    this.opts.metrics?.peerProbes.inc({
+      answer: typeof answer === "string" ? answer : answer.agents > 0 ? "has_agents" : "no_agents",
+    });
+    return answer;
+  }
+
   /** False while `peer` is marked failing (routing should prefer another owner). */
   isHealthy(peer: PeerInstance): boolean {
     return this.links.get(keyOf(peer))?.failing() == null;
+  }
+
+  /**
+   * Forgets the links of peers `keep` no longer names (their lease is gone, or a newer
+   * incarnation holds their id): those connected are retired (their tunnels finish, no new ones
+   * start). Called after each read of the leases; returns how many were pruned.
+   */
+  prune(keep: (peer: PeerInstance) => boolean): number {
+    let pruned = 0;
+    for (const [key, link] of this.links) {
+      if (keep(link.peer)) continue;
+      this.links.delete(key);
+      pruned++;
+      if (link.connected) {
+        this.retiring.add(link);
+        link.retire();
+        void link.whenClosed().then(() => this.retiring.delete(link));
+      }
+    }
+    return pruned;
+  }
+
+  /** Peers with a link (connected, failing or idle), for tests and metrics. */
+  get size(): number {
+    return this.links.size;
   }
 
   /** Connections open (or opening) now, for tests and metrics. */
@@ -180,8 +219,9 @@ export class PeerLinks {
   /** Closes every link: open tunnels on them break. */
   async close(): Promise<void> {
     this.closed = true;
-    await Promise.all([...this.links.values()].map((l) => l.close()));
+    await Promise.all([...this.links.values(), ...this.retiring].map((l) => l.close()));
     this.links.clear();
+    this.retiring.clear();
     this.watch.close();
   }
 
@@ -189,7 +229,15 @@ export class PeerLinks {
     const key = keyOf(peer);
     let link = this.links.get(key);
     if (!link) {
-      link = new PeerLink(peer, this.opts, this.timings, this.watch, this.log.child({ peer: peer.id }));
+      link = new PeerLink(peer, {
+        tls: this.opts.tls,
+        timings: this.timings,
+        watch: this.watch,
+        log: this.log.child({ peer: peer.id, incarnation: peer.incarnation }),
+        ...(this.opts.metrics ? { metrics: this.opts.metrics } : {}),
+        clock: this.opts.clock ?? Date.now,
+        random: this.opts.random ?? Math.random,
+      });
       this.links.set(key, link);
     }
     return link;
@@ -207,171 +255,5 @@ export class PeerLinks {
 }
 
 function keyOf(peer: PeerInstance): string {
-  return `${peer.id}@${peer.host}:${peer.port}`;
-}
-
-/** The connection to one peer instance, made again after it fails. */
-class PeerLink {
-  private current: ClientHttp2Session | null = null;
-  private socket: TLSSocket | null = null;
-  private failingUntil = 0;
-  private failReason = "";
-  /** Why each session ended (or is ending), for the errors of the dials it carried. */
-  private readonly lost = new WeakMap<ClientHttp2Session, string>();
-  private closing: Promise<void> | null = null;
-
-  constructor(
-    private readonly peer: PeerInstance,
-    private readonly opts: PeerLinksOptions,
-    private readonly timings: PeerTimings,
-    private readonly watch: Http2PeerWatch,
-    private readonly log: Logger,
-  ) {}
-
-  /** Why the peer is being avoided, or null when it is not. */
-  failing(): string | null {
-    return Date.now() < this.failingUntil ? this.failReason : null;
-  }
-
-  get connected(): boolean {
-    return this.current !== null;
-  }
-
-  markFailing(reason: string): void {
-    if (this.failing() === null) {
-      this.log.warn(
-        { reason, backoffMs: this.timings.failureBackoffMs },
-        "peer link failed; avoiding the peer",
-      );
-    }
-    this.failingUntil = Date.now() + this.timings.failureBackoffMs;
-    this.failReason = reason;
-  }
-
-  lostReason(session: ClientHttp2Session): string | null {
-    return this.lost.get(session) ?? null;
-  }
-
-  /** The live session, or a new one (lazily connected: requests wait for the handshake). */
-  session(): ClientHttp2Session {
-    const s = this.current;
-    if (s && !s.closed && !s.destroyed && !this.lost.has(s)) return s;
-    return this.connect();
-  }
-
-  close(): Promise<void> {
-    const s = this.current;
-    if (!s) return Promise.resolve();
-    this.lost.set(s, "this instance closed its peer links");
-    this.closing ??= new Promise((resolve) => {
-      s.once("close", () => resolve());
-      this.socket?.destroy();
-      s.destroy();
-    });
-    return this.closing;
-  }
-
-  private connect(): ClientHttp2Session {
-    const { host, port } = this.peer;
-    const { tls } = this.opts;
-    let socket = null as TLSSocket | null;
-    const session = h2Connect(`https://${isIP(host) === 6 ? `[${host}]` : host}:${port}`, {
-      createConnection: () => {
-        socket = tlsConnect({
-          host,
-          port,
-          ...(isIP(host) === 0 ? { servername: host } : {}),
-          cert: tls.cert,
-          key: tls.key,
-          ca: tls.ca,
-          minVersion: tls.minVersion ?? "TLSv1.2",
-          ALPNProtocols: ["h2"],
-          checkServerIdentity: checkPeerServerIdentity,
-        });
-        // Small protocol packets (DIAL_REQ, DIAL_RSP) must not wait for Nagle (listener-set.ts).
-        socket.setNoDelay(true);
-        return socket;
-      },
-      settings: { initialWindowSize: PEER_STREAM_WINDOW_BYTES, enablePush: false },
-      // Node refuses new streams once a session buffers more than this (10 MB by default); the
-      // per-stream windows already bound what each tunnel holds (peer-timeouts.ts).
-      maxSessionMemory: Number.MAX_SAFE_INTEGER,
-    });
-    this.current = session;
-    this.socket = socket;
-    const metrics = this.opts.metrics;
-    let connected = false;
-    const ended = (reason: string) => {
-      if (!this.lost.has(session)) this.lost.set(session, reason);
-      if (this.current === session) {
-        this.current = null;
-        this.socket = null;
-      }
-    };
-
-    const connectTimer = setTimeout(() => {
-      ended(`no connection within ${this.timings.connectTimeoutMs}ms`);
-      this.markFailing(this.lost.get(session)!);
-      socket?.destroy();
-      session.destroy();
-    }, this.timings.connectTimeoutMs);
-    connectTimer.unref();
-
-    session.once("connect", () => {
-      clearTimeout(connectTimer);
-      connected = true;
-      session.setLocalWindowSize(PEER_CONNECTION_WINDOW_BYTES);
-      metrics?.peerConnections.inc({ role: "client" });
-      this.log.debug({ host, port }, "peer link connected");
-      if (socket) this.watch.watch(session, socket);
-      this.keepalive(session, socket);
-    });
-    session.on("error", (err) => {
-      ended(err.message);
-      // A session refused during its TLS handshake does not always close its socket.
-      socket?.destroy();
-      // Before the handshake completed: the peer cannot be reached (refused, TLS, identity).
-      if (!connected) this.markFailing(err.message);
-      else this.log.debug({ err: err.message }, "peer link error");
-    });
-    session.once("goaway", (code) => {
-      // The peer is draining (or gave up on us): streams it accepted finish, no new ones go there.
-      ended(`the peer sent GOAWAY (code ${code})`);
-      this.markFailing(this.lost.get(session)!);
-    });
-    session.once("close", () => {
-      clearTimeout(connectTimer);
-      socket?.destroy();
-      if (connected) metrics?.peerConnections.dec({ role: "client" });
-      const closedByUs = this.closing !== null;
-      ended(connected ? "the peer link closed" : "the connection closed before it was set up");
-      if (!closedByUs) this.markFailing(this.lost.get(session)!);
-    });
-    return session;
-  }
-
-  /** A PING every keepaliveMs; no answer within keepaliveTimeoutMs closes the link (grpc-server.ts). */
-  private keepalive(session: ClientHttp2Session, socket: TLSSocket | null): void {
-    const { keepaliveMs, keepaliveTimeoutMs } = this.timings;
-    const timer = setInterval(() => {
-      if (session.closed || session.destroyed) return;
-      const deadline = setTimeout(() => {
-        this.lost.set(session, `no keepalive answer within ${keepaliveTimeoutMs}ms`);
-        this.markFailing(this.lost.get(session)!);
-        // Not session.destroy(): a stuck session waits for a write that never finishes.
-        socket?.destroy();
-        session.destroy();
-      }, keepaliveTimeoutMs);
-      deadline.unref();
-      try {
-        session.ping((err) => {
-          if (!err) clearTimeout(deadline);
-        });
-      } catch {
-        clearTimeout(deadline); // closing already
-      }
-    }, keepaliveMs);
-    timer.unref();
-    session.once("close", () => clearInterval(timer));
-  }
+  return `${peer.id}#${peer.incarnation ?? 0}@${peer.host}:${peer.port}`;
 }

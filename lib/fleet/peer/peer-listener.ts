@@ -10,6 +10,9 @@
  * connection is closed (GOAWAY). Calls with missing or malformed context are refused with
  * INVALID_ARGUMENT. Either way nothing is dialed, and other peers' connections are untouched.
  *
+ * A second method, PEER_AGENTS_PATH (peer-agents-call.ts), answers a peer asking whether the
+ * tenant's agents are here, for routing while the registry cannot be read.
+ *
  * The dialer given here is the gateway's local one: this instance's policy, quotas and audit,
  * and only its own agents, so a forwarded dial is never forwarded again.
  */
@@ -25,10 +28,11 @@ import type { Logger } from "../../observability/logger.js";
 import type { Dialer } from "../../server/core/dial-context.js";
 import type { ListenerSet } from "../../server/listeners/listener-set.js";
 import { MAX_MESSAGE_BYTES } from "../../server/timeouts.js";
-import type { GrpcMethodHandler } from "../../transport/grpc-server.js";
+import type { GrpcMethodHandler, GrpcRequest } from "../../transport/grpc-server.js";
 import { listenTcp } from "../../transport/listen.js";
 import { serverTlsSettings } from "../../transport/tls-files.js";
-import { PEER_PROXY_PATH, parsePeerContext } from "./peer-context.js";
+import { PEER_AGENTS_HEADER, PEER_AGENTS_PATH } from "./peer-agents-call.js";
+import { PEER_PROXY_PATH, parsePeerContext, parsePeerTenant } from "./peer-context.js";
 import { PEER_IDENTITY_URI, peerCertificateProblem } from "./peer-identity.js";
 import { PeerServeSession } from "./peer-session.js";
 import { PEER_KEEPALIVE_MS, PEER_KEEPALIVE_TIMEOUT_MS } from "./peer-timeouts.js";
@@ -36,6 +40,8 @@ import { PEER_KEEPALIVE_MS, PEER_KEEPALIVE_TIMEOUT_MS } from "./peer-timeouts.js
 export interface PeerListenerDeps {
   /** The gateway's local-only dialer (no forwarding). */
   dialer: Dialer;
+  /** The tenant's agents here that take dials now (0 while draining): a peer's probe's answer. */
+  agentsOf: (tenant: string) => number;
   log: Logger;
   metrics: ServerMetrics;
 }
@@ -66,19 +72,23 @@ export async function buildPeerListener(
     return v;
   };
 
-  const proxy: GrpcMethodHandler = (request) => {
+  /** Refuses (and answers) a call whose connection is not a fleet peer's; true if it did. */
+  const refusedNotPeer = (request: GrpcRequest): boolean => {
     const problem = verdictOf(request.transport);
-    if (problem !== null) {
-      metrics.rejectedConnections.inc({ listener: "peer", reason: "not_a_peer" });
-      log.warn({ reason: problem }, "refused a peer call: not a fleet peer certificate");
-      request.refuse(
-        GrpcCode.UNAUTHENTICATED,
-        `not a fleet peer (a peer certificate carries the URI SAN ${PEER_IDENTITY_URI}): ${problem}`,
-      );
-      // GOAWAY: the refusal goes out, then the connection closes.
-      sessions.get(request.transport)?.close();
-      return;
-    }
+    if (problem === null) return false;
+    metrics.rejectedConnections.inc({ listener: "peer", reason: "not_a_peer" });
+    log.warn({ reason: problem }, "refused a peer call: not a fleet peer certificate");
+    request.refuse(
+      GrpcCode.UNAUTHENTICATED,
+      `not a fleet peer (a peer certificate carries the URI SAN ${PEER_IDENTITY_URI}): ${problem}`,
+    );
+    // GOAWAY: the refusal goes out, then the connection closes.
+    sessions.get(request.transport)?.close();
+    return true;
+  };
+
+  const proxy: GrpcMethodHandler = (request) => {
+    if (refusedNotPeer(request)) return;
     const ctx = parsePeerContext(request.headers);
     if ("problem" in ctx) {
       metrics.peerDialsServed.inc({ outcome: "invalid" });
@@ -109,8 +119,23 @@ export async function buildPeerListener(
     );
   };
 
+  // A peer asking whether the tenant's agents are here (peer-agents-call.ts).
+  const agents: GrpcMethodHandler = (request) => {
+    if (refusedNotPeer(request)) return;
+    const tenant = parsePeerTenant(request.headers);
+    if (typeof tenant !== "string") {
+      metrics.peerProbesServed.inc({ outcome: "invalid" });
+      log.warn({ reason: tenant.problem }, "refused a peer probe: bad context metadata");
+      request.refuse(GrpcCode.INVALID_ARGUMENT, `peer context: ${tenant.problem}`);
+      return;
+    }
+    const n = deps.agentsOf(tenant);
+    metrics.peerProbesServed.inc({ outcome: n > 0 ? "has_agents" : "no_agents" });
+    request.accept({ [PEER_AGENTS_HEADER]: [String(n)] }).end();
+  };
+
   const grpc = set.grpcServer({
-    methods: { [PEER_PROXY_PATH]: proxy },
+    methods: { [PEER_PROXY_PATH]: proxy, [PEER_AGENTS_PATH]: agents },
     maxMessageBytes: MAX_MESSAGE_BYTES,
     keepaliveMs: PEER_KEEPALIVE_MS,
     keepaliveTimeoutMs: PEER_KEEPALIVE_TIMEOUT_MS,

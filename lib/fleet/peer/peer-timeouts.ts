@@ -4,7 +4,6 @@
  * within a few seconds is gone, not slow.
  */
 import { HTTP2_STREAM_WINDOW_BYTES } from "../../transport/http2-windows.js";
-import { DEFAULT_DIAL_TIMEOUT_MS } from "../../tunnel/timeouts.js";
 
 /**
  * TCP connect plus TLS handshake to a peer. Longer than a healthy peer ever needs (a few ms), so
@@ -14,11 +13,24 @@ import { DEFAULT_DIAL_TIMEOUT_MS } from "../../tunnel/timeouts.js";
 export const PEER_CONNECT_TIMEOUT_MS = 3_000;
 
 /**
- * How long a peer that failed (connect, TLS, GOAWAY, a dead link) is avoided: `isHealthy` says
- * false and dials fail at once with PeerUnavailableError, so routing picks another owner instead
- * of every dial paying the connect timeout. After it, the next dial tries again.
+ * How long a peer whose link failed (connect, TLS, GOAWAY, a dead link) is first avoided:
+ * `isHealthy` says false and dials fail at once with PeerUnavailableError, so routing picks
+ * another owner instead of every dial paying the connect timeout. Short, since most failures are
+ * a restart or a blip; after it, the next dial tries again.
  */
-export const PEER_FAILURE_BACKOFF_MS = 5_000;
+export const PEER_FAILURE_BACKOFF_BASE_MS = 500;
+
+/**
+ * Each further failure in a row doubles the avoidance, up to this: a peer that stays down costs
+ * each instance one connect attempt every few seconds (its lease expiring drops it from routing).
+ */
+export const PEER_FAILURE_BACKOFF_MAX_MS = 5_000;
+
+/**
+ * Each backoff is drawn from [1 - this, 1] of its ceiling, so the instances of a fleet do not
+ * retry a recovering peer in lockstep.
+ */
+export const PEER_FAILURE_BACKOFF_JITTER = 0.5;
 
 /**
  * Keepalive of a peer connection: a PING this often, and the connection is closed (its tunnels
@@ -40,7 +52,15 @@ export const PEER_WATCH_ANSWER_MS = PEER_KEEPALIVE_TIMEOUT_MS;
  * nothing at all).
  */
 export const PEER_DIAL_TIMEOUT_MARGIN_MS = 2_000;
-export const DEFAULT_PEER_DIAL_TIMEOUT_MS = DEFAULT_DIAL_TIMEOUT_MS + PEER_DIAL_TIMEOUT_MARGIN_MS;
+
+/**
+ * How long a forwarded dial waits for the owner's answer, given --backend-dial-timeout (which
+ * every instance of a fleet shares, and the owner applies): that plus the margin; 0 (no
+ * timeout) stays 0, as on one instance.
+ */
+export function peerDialTimeoutMs(backendDialTimeoutMs: number): number {
+  return backendDialTimeoutMs > 0 ? backendDialTimeoutMs + PEER_DIAL_TIMEOUT_MARGIN_MS : 0;
+}
 
 /**
  * Per-stream HTTP/2 window of a peer link, each direction: one tunnel per stream, so this is
