@@ -78,6 +78,13 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  readonly brokenConnectTunnels = new Counter({
+    name: "kgw_server_broken_connect_tunnels_total",
+    help: "CONNECT tunnels broken off (agent, owner or peer link gone; backend failed), by how the caller was told: signalled (an error after the last byte, TLS), reset (plaintext TCP), destroyed (Unix socket: the caller reads EOF).",
+    labelNames: ["end"] as const,
+    registers: [this.registry],
+  });
+
   readonly streamPackets = new PacketCounter<StreamSegment>({
     name: `${NS}_stream_packets_total`,
     help: "Count of packets processed, by segment and packet type (example: from_client, DIAL_REQ)",

@@ -12,6 +12,9 @@
  * TLS layer then closes a handle already closing), so callers must leave it to close on its own.
  *
  * Unix sockets have no reset: such a socket is destroyed and its peer reads EOF.
+ *
+ * A reset overtakes what the caller has not read yet, and a libuv-based caller with unread bytes
+ * reads it as a clean EOF: a broken tunnel goes through break-socket.ts, which signals in order.
  */
 import { Socket } from "node:net";
 import { TLSSocket } from "node:tls";
@@ -21,7 +24,9 @@ export type ResetOutcome = "reset" | "destroyed";
 
 export function resetSocket(socket: Socket): ResetOutcome {
   const tcp = socket instanceof TLSSocket ? tlsTransport(socket) : socket;
-  if (tcp && !tcp.destroyed) {
+  // libuv refuses to reset a socket whose end (FIN) is already under way (uv_tcp_close_reset:
+  // EINVAL), and Node then neither resets nor closes its handle: such a socket is only closed.
+  if (tcp && !tcp.destroyed && !socket.writableEnded && !tcp.writableEnded) {
     try {
       tcp.resetAndDestroy();
       return "reset";
@@ -35,7 +40,7 @@ export function resetSocket(socket: Socket): ResetOutcome {
 }
 
 /** The TCP socket under a server-side TLS socket, when Node still exposes it as it does today. */
-function tlsTransport(socket: TLSSocket): Socket | null {
+export function tlsTransport(socket: TLSSocket): Socket | null {
   const parent = (socket as TLSSocket & { _parent?: unknown })._parent;
   return parent instanceof Socket ? parent : null;
 }

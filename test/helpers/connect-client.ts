@@ -7,6 +7,13 @@ import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { TestPki } from "./pki.js";
 
+/**
+ * What a Node CONNECT caller over TLS reads when its tunnel breaks: the failing record the gateway
+ * sends after the last byte (lib/transport/break-socket.ts), or a reset once it has read that
+ * (or, past the linger, without it). Never a clean end.
+ */
+export const BROKEN_TUNNEL_ERRORS: readonly string[] = ["ERR_SSL_BAD_RECORD_TYPE", "ECONNRESET"];
+
 export type ProxyTarget =
   | { kind: "tls"; host: string; port: number; pki: TestPki; clientCert?: boolean }
   | { kind: "uds"; path: string };

@@ -195,10 +195,10 @@ describe("an agent process that dies", () => {
       const closedAt = await within(closed, 5000, "client told of the lost agent");
       expect(closedAt - killedAt).toBeLessThan(promptMs);
       expect(received).toBeLessThan(1024 * 1024 * 1024);
-      // A broken tunnel must not look like a finished one. The CONNECT socket is reset, not
-      // ended: after a FIN, curl would report this cut-off body as complete (exit 0); a reset is
-      // "Recv failure: Connection reset by peer" (56). (Node's own client cannot be asked: libuv
-      // reports a reset that arrives behind unread data as EOF.) The gRPC caller gets CLOSE_RSP
+      // A broken tunnel must not look like a finished one. The CONNECT socket is broken off, not
+      // ended: after a FIN, curl would report this cut-off body as complete (exit 0); what it
+      // gets (a TLS record it must refuse after the last byte, then a reset:
+      // lib/transport/break-socket.ts) is a receive error (56). The gRPC caller gets CLOSE_RSP
       // with an error.
       expect(await within(curl.exited, 5000, "curl exit")).toBe(56);
       expect(await within(grpcEnd, 5000, "gRPC tunnel ended")).toBe("ERR_CONNECTION_BROKEN");

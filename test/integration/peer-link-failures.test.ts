@@ -23,7 +23,7 @@ import { dialRequest } from "../../lib/proto/packet.js";
 import type { DialContext } from "../../lib/server/core/dial-context.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { closedPort, type HttpBackend, startHttpBackend } from "../helpers/backends.js";
-import { connectThrough } from "../helpers/connect-client.js";
+import { BROKEN_TUNNEL_ERRORS, connectThrough } from "../helpers/connect-client.js";
 import { gatewayFlags } from "../helpers/gateway.js";
 import { spawnKgw } from "../helpers/kgw-process.js";
 import {
@@ -304,13 +304,10 @@ describe("bad input on the peer port", () => {
 });
 
 describe("an owner killed with tunnels open", () => {
-  // Retried: about one run in ten on a loaded machine, the CONNECT caller reads a clean end
-  // although the forwarding instance logged that it reset the socket ("CONNECT tunnel broken",
-  // outcome reset, with a write of the download in flight failing EBADF). Which side turns the
-  // RST into an end is not known yet (noted for the next session); a retry that also fails is a
-  // real failure.
-  it("breaks the callers' tunnels at the forwarding instance (reset, not a clean end)", {
-    retry: 2,
+  // The CONNECT caller once read a clean end here about one run in ten: the reset reached it
+  // behind bytes it had not read, which libuv reports as EOF. test/integration/
+  // peer-hop-truncation.test.ts makes that case certain; here, one caller of each frontend.
+  it("breaks the callers' tunnels at the forwarding instance (an error, not a clean end)", {
     timeout: 60_000,
   }, async () => {
     const peerPort = await closedPort();
@@ -386,7 +383,8 @@ describe("an owner killed with tunnels open", () => {
       const [c, g] = await Promise.all([connectEnd.ended, grpcEnd.ended]);
       // On failure, the forwarding instance's log of the tunnel says which way it went.
       const trail = a.logs.filter((l) => /CONNECT|peer|tunnel/.test(l)).join("\n");
-      expect(c, trail).toMatchObject({ how: "error", code: "ECONNRESET" });
+      expect(c.how, trail).toBe("error");
+      expect(BROKEN_TUNNEL_ERRORS, trail).toContain(c.code);
       expect(g).toMatchObject({ how: "error", code: "ERR_CONNECTION_BROKEN" });
       // And the owner is avoided until it comes back.
       await waitFor(() => !links!.isHealthy(ownerInstance), 5000, "owner marked failing");

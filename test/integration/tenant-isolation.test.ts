@@ -36,6 +36,7 @@ import {
 import { TUNNEL_ALPN } from "../../lib/proto/tunnel-frames.js";
 import type { AgentSession } from "../../lib/server/core/agent-session.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
+import { BROKEN_TUNNEL_ERRORS } from "../helpers/connect-client.js";
 import { startTenantGateway, type TestGateway } from "../helpers/gateway.js";
 import { type PacketCall, RawClient, responseHeaders } from "../helpers/grpc-clients.js";
 import { isType, PacketQueue } from "../helpers/packet-queue.js";
@@ -896,7 +897,7 @@ describe("6. a credential revoked mid-tunnel", () => {
     await store.run(["revoke", "initech", tenants.initech.agentToken.split("_")[3]!]);
     const end = await within(rec.ended, 5000, "the end of the connection");
     console.log(`CONNECT tunnel through the revoked agent ended ${end.at - revokedAt} ms after: ${end.how}`);
-    expect(end.how).toBe("ECONNRESET");
+    expect(BROKEN_TUNNEL_ERRORS).toContain(end.how);
     expect(end.at - revokedAt).toBeLessThan(REVOCATION_BOUND_MS);
     await waitFor(
       () => t.gw.registry.agents("initech").length === 0,
@@ -947,7 +948,7 @@ describe("7. a deleted tenant", () => {
     console.log(
       `deleted tenant: CONNECT ${JSON.stringify(ends.map((e) => [e.how, e.at - deletedAt]))}, gRPC ${JSON.stringify(statuses)}`,
     );
-    expect(ends.map((e) => e.how)).toEqual(["ECONNRESET", "ECONNRESET"]);
+    for (const e of ends) expect(BROKEN_TUNNEL_ERRORS).toContain(e.how);
     for (const e of ends) expect(e.at - deletedAt).toBeLessThan(REVOCATION_BOUND_MS);
     // Its agent is cut in the same pass: the calls still say why (docs/TENANCY.md, Live credentials).
     for (const s of statuses) {

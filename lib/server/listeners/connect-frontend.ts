@@ -8,8 +8,8 @@ import { type GatewayError, httpStatusFor, isRefusal } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { BudgetedLog } from "../../observability/log-budget.js";
 import type { Logger } from "../../observability/logger.js";
+import { breakSocket } from "../../transport/break-socket.js";
 import { formatConnectResponse } from "../../transport/http-connect-parser.js";
-import { resetSocket } from "../../transport/reset-socket.js";
 import type { BackendLink, DialHandle } from "../../tunnel/endpoints.js";
 import type { CallerDialer } from "../core/dial-context.js";
 
@@ -48,6 +48,23 @@ export function serveConnect(opts: ConnectTunnelOptions): void {
   let link: BackendLink | null = null;
   let handle: DialHandle | null = null;
   let finished = false;
+  /** The tunnel broke: the socket is being broken off (break-socket.ts), never ended. */
+  let broken = false;
+  /** Writes to the caller not yet completed, and who waits for there to be none. */
+  let unflushed = 0;
+  let whenFlushed: (() => void) | null = null;
+  const write = (data: Uint8Array, flushed?: () => void): boolean => {
+    unflushed++;
+    return socket.write(data, (err) => {
+      unflushed--;
+      if (!err) flushed?.();
+      if (unflushed === 0 && whenFlushed) {
+        const cb = whenFlushed;
+        whenFlushed = null;
+        cb();
+      }
+    });
+  };
 
   metrics.httpConnections.inc();
   const finish = () => {
@@ -59,6 +76,7 @@ export function serveConnect(opts: ConnectTunnelOptions): void {
   };
 
   const onData = (chunk: Buffer) => {
+    if (broken) return; // the tunnel is gone: nothing to send it to
     if (link) {
       if (!link.send(chunk)) {
         socket.pause();
@@ -75,7 +93,8 @@ export function serveConnect(opts: ConnectTunnelOptions): void {
   // No half-close in the tunnel protocol: the client's FIN closes the whole connection, as upstream.
   socket.on("end", () => {
     finish();
-    socket.end();
+    // A broken tunnel's socket is reset, never ended: an end under way makes a reset impossible.
+    if (!broken) socket.end();
   });
   socket.on("close", finish);
   socket.on("error", (err) => log.debug({ err }, "CONNECT client socket error"));
@@ -105,15 +124,14 @@ export function serveConnect(opts: ConnectTunnelOptions): void {
             return;
           }
           link = l;
-          socket.write(ESTABLISHED);
+          write(ESTABLISHED);
           const pending = early;
           early = [];
           for (const chunk of pending) onData(chunk);
           if (earlyBytes >= PRE_DIAL_BUFFER_BYTES) socket.resume();
         },
         dialFailed: fail,
-        deliver: (data, flushed) =>
-          flushed ? socket.write(data, (err) => err || flushed()) : socket.write(data),
+        deliver: (data, flushed) => write(data, flushed),
         onceWritable: (cb) => {
           if (socket.writableNeedDrain) socket.once("drain", cb);
           else queueMicrotask(cb);
@@ -131,9 +149,17 @@ export function serveConnect(opts: ConnectTunnelOptions): void {
             }
             return;
           }
-          // Broken, not finished (agent gone, backend failed): a FIN would pass a truncated
-          // transfer off as complete, so the caller gets a reset (lib/transport/reset-socket.ts).
-          const outcome = resetSocket(socket);
+          // Broken, not finished (agent gone, owner gone, backend failed): a FIN would pass a
+          // truncated transfer off as complete, and so would a bare reset to a caller that is
+          // behind on reading: the caller reads an error after the last byte (break-socket.ts).
+          broken = true;
+          const outcome = breakSocket(socket, {
+            whenFlushed: (cb) => {
+              if (unflushed === 0) cb();
+              else whenFlushed = cb;
+            },
+          });
+          metrics.brokenConnectTunnels.inc({ end: outcome });
           log.debug({ address: opts.address, code: err.code, outcome }, "CONNECT tunnel broken");
         },
       },
