@@ -32,7 +32,7 @@ import {
 import { GrpcFrontendSession } from "../core/frontend-session.js";
 import type { CallerAuthenticator, CallerCredentials } from "../policy/caller-auth.js";
 import { metadataValues } from "./agent-connect-handler.js";
-import { serveConnect } from "./connect-frontend.js";
+import { type ConnectTunnel, serveConnect } from "./connect-frontend.js";
 
 export interface CallerFrontDeps {
   dialer: Dialer;
@@ -171,10 +171,14 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
             socket.destroySoon();
             return;
           }
-          // A tunnel on a revoked credential is broken off, not finished: a reset, never a FIN.
-          const release = deps.hold(caller.credential, () => resetSocket(socket));
+          // A tunnel on a revoked credential is broken off, not finished: its caller reads an
+          // error after what it was sent, never a FIN (connect-frontend.ts, break-socket.ts).
+          let tunnel: ConnectTunnel | undefined;
+          const release = deps.hold(caller.credential, () =>
+            tunnel ? tunnel.breakOff() : resetSocket(socket),
+          );
           socket.once("close", release);
-          serveConnect({
+          tunnel = serveConnect({
             socket,
             address: request.target,
             rest,

@@ -4,7 +4,7 @@
  * 504 dial timeout (see httpStatusFor).
  */
 import type { Socket } from "node:net";
-import { type GatewayError, httpStatusFor, isRefusal } from "../../errors.js";
+import { CredentialRevokedError, type GatewayError, httpStatusFor, isRefusal } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { BudgetedLog } from "../../observability/log-budget.js";
 import type { Logger } from "../../observability/logger.js";
@@ -41,7 +41,16 @@ export interface ConnectTunnelOptions {
   ending?: Set<Socket>;
 }
 
-export function serveConnect(opts: ConnectTunnelOptions): void {
+/** A CONNECT tunnel being served, as its owner (the caller's credential) sees it. */
+export interface ConnectTunnel {
+  /**
+   * Breaks the tunnel off (its credential was revoked): the caller reads an error after what it
+   * was sent, never a clean end (break-socket.ts), and the dial or the backend link is closed.
+   */
+  breakOff(): void;
+}
+
+export function serveConnect(opts: ConnectTunnelOptions): ConnectTunnel {
   const { socket, log, metrics } = opts;
   let early: Buffer[] = opts.rest.length > 0 ? [opts.rest] : [];
   let earlyBytes = opts.rest.length;
@@ -140,31 +149,38 @@ export function serveConnect(opts: ConnectTunnelOptions): void {
           if (finished) return;
           finished = true;
           metrics.httpConnections.dec();
-          if (!err) {
+          if (err) {
+            // Broken, not finished (agent gone, owner gone, backend failed): a FIN would pass a
+            // truncated transfer off as complete, and so would a bare reset to a caller that is
+            // behind on reading: the caller reads an error after the last byte (break-socket.ts).
+            breakOff(err.code);
+          } else {
             socket.end();
             const ending = opts.ending;
             if (ending && !socket.destroyed) {
               ending.add(socket);
               socket.once("close", () => ending.delete(socket));
             }
-            return;
           }
-          // Broken, not finished (agent gone, owner gone, backend failed): a FIN would pass a
-          // truncated transfer off as complete, and so would a bare reset to a caller that is
-          // behind on reading: the caller reads an error after the last byte (break-socket.ts).
-          broken = true;
-          const outcome = breakSocket(socket, {
-            whenFlushed: (cb) => {
-              if (unflushed === 0) cb();
-              else whenFlushed = cb;
-            },
-          });
-          metrics.brokenConnectTunnels.inc({ end: outcome });
-          log.debug({ address: opts.address, code: err.code, outcome }, "CONNECT tunnel broken");
         },
       },
     );
   } catch (err) {
     fail(err as GatewayError);
+  }
+  return { breakOff: () => breakOff(new CredentialRevokedError().code) };
+
+  function breakOff(code: string): void {
+    if (broken) return;
+    broken = true;
+    const outcome = breakSocket(socket, {
+      whenFlushed: (cb) => {
+        if (unflushed === 0) cb();
+        else whenFlushed = cb;
+      },
+    });
+    finish();
+    metrics.brokenConnectTunnels.inc({ end: outcome });
+    log.debug({ address: opts.address, code, outcome }, "CONNECT tunnel broken");
   }
 }
