@@ -9,7 +9,7 @@
  *   node --import tsx scripts/owner-kill-loop.ts --kills=50 --connect=8 --paused=2 --grpc=2 --minutes=10
  *
  * Exits 1 when any transfer ended cleanly or hung. The loop is test/helpers/owner-kill-loop.ts;
- * its CI-sized run is test/integration/peer-hop-truncation.test.ts.
+ * its CI-sized run is test/system/peer-hop-truncation.test.ts.
  */
 import { cleanEnds, runOwnerKillLoop, summarize } from "../test/helpers/owner-kill-loop.js";
 

@@ -2,7 +2,7 @@
  * Kills a tenant's owner instance over and over under forwarded transfers, and records how every
  * transfer ended at its caller: the loop behind issue 22's item 1 (a CONNECT caller reading a
  * clean end of a tunnel that broke over a peer hop). Used by the CI-sized test
- * (test/integration/peer-hop-truncation.test.ts) and by the stress run outside CI
+ * (test/system/peer-hop-truncation.test.ts) and by the stress run outside CI
  * (scripts/owner-kill-loop.ts).
  *
  * The owner is a real `kgw server` process (kgw-process.ts) with our agent and a peer port; the
