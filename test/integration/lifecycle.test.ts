@@ -433,7 +433,7 @@ describe("a server process that dies while our agent sends to it over gRPC", () 
 });
 
 describe("kgw server as a process", () => {
-  it("exits 0 on SIGTERM and 2 with a one-line error on a bad flag", async () => {
+  it("exits 0 on SIGTERM, 1 when it cannot announce its ports, and 2 with a one-line error on a bad flag", async () => {
     const pki = await getTestPki();
     const server = spawnKgwAnnouncing(["server", ...gatewayFlags(pki)]);
     const ports = await server.ports();
@@ -441,6 +441,17 @@ describe("kgw server as a process", () => {
     expect(await httpGet(`127.0.0.1:${ports.health}`, "/healthz")).toMatchObject({ status: 200 });
     server.child.kill("SIGTERM");
     expect(await server.exited).toEqual({ code: 0, signal: null });
+
+    // Asked to announce its ports where it cannot: it stops, saying why, rather than run unseen.
+    const unannounced = spawnKgw([
+      "server",
+      ...gatewayFlags(pki),
+      "--ports-file=/nonexistent/kgw/ports.json",
+    ]);
+    expect(await unannounced.exited).toEqual({ code: 1, signal: null });
+    expect(unannounced.output.join("")).toContain(
+      "kgw server: --ports-file /nonexistent/kgw/ports.json: ENOENT",
+    );
 
     const bad = spawnKgw(["server", "--keepalive-time=forever"]);
     expect((await bad.exited).code).toBe(2);
