@@ -9,6 +9,7 @@ import { randomUUID } from "node:crypto";
 import { ConfigError } from "../errors.js";
 import { LOGTOSTDERR_FLAG } from "./compat-flags.js";
 import { defineFlags, formatHelp, parseFlags } from "./flags.js";
+import { PORTS_FILE_FLAG } from "./ports-file-flag.js";
 import { type LogLevel, parseLogLevel } from "./server-options.js";
 
 export const AGENT_FLAGS = defineFlags({
@@ -116,6 +117,7 @@ export const AGENT_FLAGS = defineFlags({
     env: "KGW_LOG_LEVEL",
   },
   logtostderr: LOGTOSTDERR_FLAG,
+  "ports-file": PORTS_FILE_FLAG,
 });
 
 /**
@@ -168,6 +170,8 @@ export interface AgentOptions {
   health: { host: string; port: number };
   admin: { host: string; port: number };
   logLevel: LogLevel;
+  /** Where to announce the bound ports (--ports-file); absent or null: nowhere. */
+  portsFile?: string | null;
 }
 
 /**
@@ -258,6 +262,7 @@ export function parseAgentOptions(
       health: { host: f["health-server-host"], port: f["health-server-port"] },
       admin: { host: f["admin-bind-address"], port: f["admin-server-port"] },
       logLevel: parseLogLevel(f["log-level"]),
+      portsFile: f["ports-file"] || null,
     },
   };
 }

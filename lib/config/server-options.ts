@@ -12,6 +12,7 @@ import { defineFlags, type FlagValues, formatHelp, parseFlags } from "./flags.js
 import { FLEET_FLAGS, type FleetConfig, parseFleet } from "./fleet-options.js";
 import { INSTALL_FLAGS, type InstallOptions } from "./install-options.js";
 import { PEER_FLAGS, type PeerOptions, parsePeer } from "./peer-options.js";
+import { PORTS_FILE_FLAG } from "./ports-file-flag.js";
 import { parseTenancy, TENANCY_FLAGS, type TenancyOptions } from "./server-tenancy-options.js";
 import { checkSingleTenantAuth } from "./single-tenant-auth.js";
 import { parseTlsMinVersion, type TlsFiles, type TlsMinVersion } from "./tls.js";
@@ -178,6 +179,7 @@ export const SERVER_FLAGS = defineFlags({
     env: "KGW_LOG_LEVEL",
   },
   logtostderr: LOGTOSTDERR_FLAG,
+  "ports-file": PORTS_FILE_FLAG,
 });
 
 export type ProxyStrategy = "default" | "destHost" | "defaultRoute";
@@ -229,6 +231,8 @@ export interface ServerOptions {
   backendDialTimeoutMs: number;
   proxyStrategies: ProxyStrategy[];
   logLevel: LogLevel;
+  /** Where to announce the bound ports (--ports-file); null: nowhere. */
+  portsFile: string | null;
   /** Where audit records go: a file, "-" for stdout, or null for nowhere (the default). */
   auditLog: string | null;
   /** Tenants labelled by id in kgw_tenant_* metrics; beyond, tenant="_other". */
@@ -374,6 +378,7 @@ export function parseServerOptions(
       backendDialTimeoutMs: f["backend-dial-timeout"],
       proxyStrategies: strategies as ProxyStrategy[],
       logLevel: parseLogLevel(f["log-level"]),
+      portsFile: f["ports-file"] || null,
       auditLog: f["audit-log"] || null,
       tenantMetricsLimit: f["tenant-metrics-limit"],
       tenancy,

@@ -9,6 +9,7 @@ import { agentHelp, parseAgentOptions } from "../../lib/config/agent-options.js"
 import { ConfigError } from "../../lib/errors.js";
 import { AgentMetrics } from "../../lib/metrics/agent-metrics.js";
 import { createLogger } from "../../lib/observability/logger.js";
+import { clearPortsFile, writePortsFile } from "../../lib/observability/ports-file.js";
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let parsed: ReturnType<typeof parseAgentOptions>;
@@ -24,18 +25,33 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   }
   const log = createLogger({ name: "kgw-agent", level: parsed.options.logLevel });
   let agent: Awaited<ReturnType<typeof startAgent>>;
+  const portsFile = parsed.options.portsFile;
   try {
+    if (portsFile) await clearPortsFile(portsFile);
     agent = await startAgent(parsed.options, { log, metrics: new AgentMetrics() });
   } catch (err) {
     process.stderr.write(`kgw agent: ${(err as Error).message}\n`);
     return err instanceof ConfigError ? 2 : 1;
+  }
+  if (portsFile) {
+    const ports = { health: agent.healthAddress.port, admin: agent.adminAddress.port };
+    try {
+      await writePortsFile(portsFile, ports);
+    } catch (err) {
+      await agent.stop();
+      process.stderr.write(`kgw agent: ${(err as Error).message}\n`);
+      return 1;
+    }
   }
   return new Promise((resolve) => {
     let signals = 0;
     const finish = (code: number) => {
       process.off("SIGTERM", onSignal);
       process.off("SIGINT", onSignal);
-      resolve(code);
+      if (!portsFile) return resolve(code);
+      void clearPortsFile(portsFile)
+        .catch(() => {})
+        .then(() => resolve(code));
     };
     const onSignal = (signal: NodeJS.Signals) => {
       if (++signals > 1) {

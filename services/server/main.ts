@@ -7,6 +7,7 @@ import { GatewayError } from "../../lib/errors.js";
 import type { HostedParts } from "../../lib/fleet/start-fleet.js";
 import { ServerMetrics } from "../../lib/metrics/server-metrics.js";
 import { createLogger } from "../../lib/observability/logger.js";
+import { clearPortsFile, writePortsFile } from "../../lib/observability/ports-file.js";
 import { AUDIT_STDOUT, type AuditLog, openAuditLog } from "../../lib/server/audit/audit-log.js";
 import { Gateway } from "../../lib/server/gateway.js";
 import { openPolicy } from "../../lib/server/policy/open-policy.js";
@@ -39,7 +40,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     process.off("SIGTERM", onEarlySignal);
     process.off("SIGINT", onEarlySignal);
   };
+  const portsFile = parsed.options.portsFile;
   try {
+    if (portsFile) await clearPortsFile(portsFile);
     // The drop-in (one tenant) or tenants from a store: the policy is the only difference; a
     // fleet adds its membership (lib/fleet/).
     const metrics = new ServerMetrics();
@@ -52,6 +55,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
       : undefined;
     const policy = await openPolicy(parsed.options, log, metrics, hosted?.client);
     gateway = await Gateway.start(parsed.options, { log, policy, metrics, audit, fleet: hosted?.fleet });
+    if (portsFile) await writePortsFile(portsFile, boundPorts(gateway.addresses)).catch(closeOn(gateway));
   } catch (err) {
     dropEarly();
     await hosted?.fleet.stop(0);
@@ -60,8 +64,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     process.stderr.write(`kgw server: ${err instanceof GatewayError ? err.message : String(err)}\n`);
     return 1;
   }
-  const stopped = (code: number) => {
+  const stopped = async (code: number) => {
     hosted?.client.destroy();
+    if (portsFile) await clearPortsFile(portsFile).catch(() => {});
     return code;
   };
   return new Promise((resolve) => {
@@ -69,12 +74,18 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     const onSignal = (signal: string) => {
       if (stopping) {
         log.warn({ signal }, "second signal: stopping now");
-        void gateway.close().then(() => resolve(stopped(1)));
+        void gateway
+          .close()
+          .then(() => stopped(1))
+          .then(resolve);
         return;
       }
       stopping = true;
       log.info({ signal }, "signal received: graceful shutdown");
-      void gateway.shutdown().then(() => resolve(stopped(0)));
+      void gateway
+        .shutdown()
+        .then(() => stopped(0))
+        .then(resolve);
     };
     process.on("SIGTERM", onSignal);
     process.on("SIGINT", onSignal);
@@ -84,3 +95,20 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     if (audit && parsed.options.auditLog !== AUDIT_STDOUT) process.on("SIGHUP", () => audit?.reopen());
   });
 }
+
+/** What --ports-file announces: every TCP listener that is on, by the name of its flag's port. */
+function boundPorts(a: Gateway["addresses"]): Record<string, number> {
+  const ports: Record<string, number> = { agent: a.agent.port, admin: a.admin.port, health: a.health.port };
+  if (a.frontend) ports.frontend = a.frontend.port;
+  if (a.peer) ports.peer = a.peer.port;
+  if (a.install) ports.install = a.install.port;
+  return ports;
+}
+
+/** A started gateway that cannot announce its ports is closed before the error is reported. */
+const closeOn =
+  (gateway: Gateway) =>
+  async (err: unknown): Promise<never> => {
+    await gateway.close();
+    throw err;
+  };

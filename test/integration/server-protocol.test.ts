@@ -219,11 +219,10 @@ describe("dial failures reach the caller at once", () => {
     const fe = frontend();
     fe.call.write(dialRequest("10.0.0.1:80", 8n));
     await agent.packets.next(isType(PacketType.DIAL_REQ));
-    const started = Date.now();
     await endCall(agent.call);
+    // Failed by the disconnect, not left to the dial timeout (which would say so).
     const rsp = await fe.packets.next(isType(PacketType.DIAL_RSP));
     expect(rsp.error).toMatch(/disconnected/);
-    expect(Date.now() - started).toBeLessThan(1000);
     await endCall(fe.call);
   });
 
@@ -266,7 +265,6 @@ describe("dial failures reach the caller at once", () => {
       agent.call.write(dialResponse(req.random, i));
       ids.push((await fe.packets.next(isType(PacketType.DIAL_RSP))).connectId);
     }
-    const started = Date.now();
     await endCall(agent.call);
     for (const id of ids) {
       const rsp = await fe.packets.next(
@@ -274,7 +272,6 @@ describe("dial failures reach the caller at once", () => {
       );
       expect(rsp).toMatchObject({ error: expect.stringMatching(/disconnected/) });
     }
-    expect(Date.now() - started).toBeLessThan(1000);
     await waitFor(() => t.gw.activeTunnels === 0);
     await endCall(fe.call);
   });

@@ -11,7 +11,7 @@
  * so the agent resolves every *.test name to TEST-NET-1 (192.0.2.1, which the policy allows) and
  * its socket factory stands in for the network, connecting to the loopback port instead.
  */
-import { mkdtempSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { createServer, connect as netConnect, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -27,7 +27,7 @@ import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { closedPort } from "../helpers/backends.js";
 import { AGENT_TOKEN, startTenantGateway, type TestGateway } from "../helpers/gateway.js";
 import { connectOnGatewayPort } from "../helpers/gateway-connect.js";
-import { spawnKgw } from "../helpers/kgw-process.js";
+import { spawnKgwAnnouncing } from "../helpers/kgw-process.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
 import { type CreatedTenant, makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
 
@@ -402,7 +402,7 @@ describe("kgw server as a process", () => {
     const dir = mkdtempSync(path.join(tmpdir(), "kgw-audit-proc-"));
     const file = path.join(dir, "audit.log");
     const socketPath = path.join(dir, "kgw.sock");
-    const kgw = spawnKgw([
+    const kgw = spawnKgwAnnouncing([
       "server",
       `--uds-name=${socketPath}`,
       `--cluster-cert=${pki.files.serverCert}`,
@@ -428,7 +428,9 @@ describe("kgw server as a process", () => {
         socket.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`);
       });
     try {
-      await waitFor(() => kgw.output.join("").includes("gateway listening"), 15_000, "kgw server listening");
+      // Listening once it has announced its ports: the Unix socket is bound before those.
+      const health = `127.0.0.1:${(await kgw.ports()).health}`;
+      expect(await httpGet(health, "/healthz")).toMatchObject({ status: 200 });
       expect(await dialOverUds("first.test:1")).toMatch(/^HTTP\/1\.1 503 /);
       await waitFor(() => records(file).length === 1, 5000, "first record");
       expect(statSync(file).mode & 0o777).toBe(0o600);
@@ -443,7 +445,9 @@ describe("kgw server as a process", () => {
       });
       renameSync(file, `${file}.1`);
       kgw.child.kill("SIGHUP");
-      await waitFor(() => kgw.output.join("").includes("audit log reopened"), 5000, "audit log reopened");
+      // Reopened: the file it appends to is there again, created anew.
+      await waitFor(() => existsSync(file), 5000, "audit log reopened");
+      expect(statSync(file).mode & 0o777).toBe(0o600);
       expect(await dialOverUds("second.test:2")).toMatch(/^HTTP\/1\.1 503 /);
       await waitFor(() => records(file).length === 1, 5000, "record in the new file");
       expect(records(file)[0]!.destination).toBe("second.test:2");

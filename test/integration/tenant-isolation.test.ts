@@ -37,6 +37,7 @@ import { TUNNEL_ALPN } from "../../lib/proto/tunnel-frames.js";
 import type { AgentSession } from "../../lib/server/core/agent-session.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { BROKEN_TUNNEL_ERRORS } from "../helpers/connect-client.js";
+import { metricAt } from "../helpers/endpoints.js";
 import { startTenantGateway, type TestGateway } from "../helpers/gateway.js";
 import { type PacketCall, RawClient, responseHeaders } from "../helpers/grpc-clients.js";
 import { isType, PacketQueue } from "../helpers/packet-queue.js";
@@ -644,11 +645,12 @@ describe("3. a credential used in the other role", () => {
       `--agent-token=${tenants.acme!.callerToken}`,
       "--agent-id=acme-agent",
     ]);
-    // Refused by the gateway, and seen as refused by the agent, three times.
+    // Refused by the gateway, and seen as refused by the agent (its own count), three times.
+    const admin = `127.0.0.1:${agent.adminAddress.port}`;
     await waitFor(
-      () =>
+      async () =>
         logsSince(logMark, "agent stream refused").filter((l) => l.reason === "wrong-role").length >= 3 &&
-        logs.filter((l) => l.includes("cannot connect to proxy server")).length >= 3,
+        (await metricAt(admin, "kgw_agent_server_connect_attempts_total", { outcome: "failed" })) >= 3,
       5000,
       "three refusals",
     );

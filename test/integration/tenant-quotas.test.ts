@@ -5,13 +5,16 @@
  * arrives. (How its latency and throughput move is a measurement, not a test: npm run bench.)
  */
 import type { Socket } from "node:net";
+import { status as GrpcStatus, type ServiceError } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunningAgent } from "../../lib/agent/agent.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { type HttpBackend, patternStream, sha256Of, startHttpBackend } from "../helpers/backends.js";
 import { bodyText, httpOver } from "../helpers/connect-client.js";
+import { httpGet, metricAt } from "../helpers/endpoints.js";
 import { startTenantGateway, type TestGateway } from "../helpers/gateway.js";
 import { connectOnGatewayPort } from "../helpers/gateway-connect.js";
+import { RawClient, tlsCredentials } from "../helpers/grpc-clients.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
 import { type CreatedTenant, makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
 
@@ -142,15 +145,37 @@ describe("a tenant at its quotas", () => {
   });
 
   it("a second agent over maxAgents is refused; the first stays and serves", async () => {
-    const { agent, logs } = await startTestAgent(pki, t.gw.addresses.agent.port, [
+    const { agent } = await startTestAgent(pki, t.gw.addresses.agent.port, [
       `--agent-token=${tenants.globex!.agentToken}`,
       "--agent-id=globex-agent-2",
     ]);
     agents.push(agent);
-    await waitFor(async () => (await refusals("maxAgents")) >= 1, 5000, "the second agent refused");
+    // What its operator sees: the agent's own count of refused attempts, then its readiness.
+    const admin = `127.0.0.1:${agent.adminAddress.port}`;
+    const failed = () => metricAt(admin, "kgw_agent_server_connect_attempts_total", { outcome: "failed" });
+    await waitFor(async () => (await failed()) >= 1, 5000, "the second agent told it was refused");
+    expect(await httpGet(`127.0.0.1:${agent.healthAddress.port}`, "/readyz")).toEqual({
+      status: 503,
+      body: "no servers connected\n",
+    });
+    expect(await refusals("maxAgents")).toBeGreaterThanOrEqual(1);
     expect(t.gw.registry.agents("globex").map((a) => a.info.agentId)).toEqual(["globex-agent"]);
-    expect(logs.join("\n")).toContain("maxAgents 1");
+    // What the refused agent was told: the quota and its limit, as any agent (upstream's too)
+    // reads it from the stream's status.
+    const raw = new RawClient(t.agent, tlsCredentials(pki, "none"));
+    const call = raw.connect({
+      agentid: "globex-agent-3",
+      authorization: `Bearer ${tenants.globex!.agentToken}`,
+    });
+    const status = await new Promise<ServiceError>((resolve) => call.once("error", resolve));
+    raw.client.close();
+    expect({ code: status.code, details: status.details }).toMatchObject({
+      code: GrpcStatus.RESOURCE_EXHAUSTED,
+      details: expect.stringContaining("maxAgents 1"),
+    });
     await agent.stop();
+    // The first one still serves.
+    expect(await transferIntact("globex", 64 * 1024)).toBe(true);
   });
 
   it("`kgw tenant quota` raises one tenant's limit while the gateway runs", async () => {

@@ -69,7 +69,8 @@ describe("FramedPacketStream", () => {
     early.push(Buffer.concat([encodeDataHeader(1n, 1), Buffer.from("a")]));
     const right = new FramedPacketStream(b, early, noKeepalive);
     left.write(dataPacket(2n, Buffer.from("b")));
-    await new Promise((r) => setTimeout(r, 50)); // the owner attaches late
+    // The owner attaches late: only once the packet has been read off the socket.
+    await waitFor(() => b.bytesRead > 0);
     const got = collect(right);
     await waitFor(() => got.length === 2);
     expect(got.map((p) => (p.type === PacketType.DATA ? p.connectId : -1n))).toEqual([1n, 2n]);

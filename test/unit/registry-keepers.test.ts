@@ -1,10 +1,11 @@
 /**
  * The keepers the server runs on top of a registry: LeaseKeeper, OwnershipWriter and Sweeper,
  * against the embedded registry behind a switch that can make it unreachable. Lease expiry is
- * judged by an injected clock; everything else is polled, never slept on.
+ * judged by an injected clock, heartbeats counted per interval on fake timers; everything else
+ * is polled, never slept on.
  * registry-dynamo.test.ts runs the outage scenario again against dynalite.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { LEASE_SAFETY_MARGIN_MS } from "../../lib/registry/durations.js";
 import { RegistryUnavailableError } from "../../lib/registry/errors.js";
 import type { FleetRegistry } from "../../lib/registry/fleet-registry.js";
@@ -47,6 +48,15 @@ async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 5_
 }
 
 const cleanups: (() => unknown)[] = [];
+
+/**
+ * Timers (the keepers' heartbeat and backoff) on vitest's fake clock for the rest of the test,
+ * real again after its cleanups; the keepers' own clock stays the injected `clock`.
+ */
+function useFakeTimers(): void {
+  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
+  cleanups.unshift(() => vi.useRealTimers());
+}
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
@@ -80,13 +90,17 @@ describe("LeaseKeeper", () => {
   });
 
   it("holds its lease from the first heartbeat and renews it, one write per interval", async () => {
+    // Heartbeats on fake timers, every interval exactly (no jitter): counted per interval.
+    useFakeTimers();
     const { registry, calls } = switchable(new MemoryRegistry({ clock }));
-    const k = keeper(registry, { agents: () => 42 });
+    const k = keeper(registry, { agents: () => 42, random: () => 0 });
+    const beats = () => calls.filter((c) => c === "heartbeat").length;
     let acquired = 0;
     k.on("acquired", () => acquired++);
     expect(k.held()).toBe(false);
     k.start();
-    await until(() => k.held());
+    await vi.advanceTimersByTimeAsync(0);
+    expect(k.held()).toBe(true);
     const [l] = (await registry.listInstances()).items;
     expect(l).toMatchObject({
       instanceId: "i1",
@@ -100,7 +114,13 @@ describe("LeaseKeeper", () => {
       heldUntil: T0 + 3_000 - LEASE_SAFETY_MARGIN_MS,
       consecutiveFailures: 0,
     });
-    await until(() => calls.filter((c) => c === "heartbeat").length >= 5);
+    expect(beats()).toBe(1);
+    await vi.advanceTimersByTimeAsync(19);
+    expect(beats()).toBe(1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(beats()).toBe(2);
+    await vi.advanceTimersByTimeAsync(4 * 20);
+    expect(beats()).toBe(6);
     expect(acquired).toBe(1);
   });
 
@@ -184,19 +204,25 @@ describe("LeaseKeeper", () => {
   });
 
   it("reports 'lost' once and stops when a newer incarnation of its id takes the lease", async () => {
+    useFakeTimers();
     const { registry, calls } = switchable(new MemoryRegistry({ clock }));
-    const k = keeper(registry);
+    const k = keeper(registry, { random: () => 0 });
     const lost: Error[] = [];
     k.on("lost", (e) => lost.push(e));
     k.start();
-    await until(() => k.held());
+    await vi.advanceTimersByTimeAsync(0);
+    expect(k.held()).toBe(true);
     await registry.heartbeat(lease("i1", { incarnation: 200, heartbeatAt: T0 }));
-    await until(() => lost.length === 1);
+    await vi.advanceTimersByTimeAsync(20);
+    expect(lost).toHaveLength(1);
     expect(lost[0]).toMatchObject({ name: "LeaseLostError", code: "ERR_CONFLICT" });
     expect(k.state()).toMatchObject({ lost: true, held: false });
-    const beats = calls.length;
-    await new Promise((r) => setTimeout(r, 100));
-    expect(calls.length).toBe(beats);
+    // Stopped: nothing scheduled, and a hundred intervals on, not one more call.
+    expect(vi.getTimerCount()).toBe(0);
+    const calledBefore = calls.length;
+    await vi.advanceTimersByTimeAsync(100 * 20);
+    expect(calls.length).toBe(calledBefore);
+    expect(lost).toHaveLength(1);
     // Its stop does not end the newer incarnation's lease.
     await k.stop();
     expect((await registry.listInstances()).items[0]).toMatchObject({ incarnation: 200, draining: false });
@@ -245,12 +271,13 @@ describe("OwnershipWriter", () => {
     const gone = w.claimed("acme", "gone");
     await w.flush(5_000);
     sw.setDown(true);
-    const started = Date.now();
+    // claimed() and released() return at once, with the row: the writes are the writer's to
+    // make in the background, so a connect never waits on the registry.
     const stays = w.claimed("acme", "stays");
     const flicker = w.claimed("acme", "flicker");
     w.released(flicker);
     w.released(gone);
-    expect(Date.now() - started).toBeLessThan(50);
+    expect(w.state()).toMatchObject({ pendingClaims: 1, pendingReleases: 1 });
     await until(() => w.state().consecutiveFailures >= 2);
     expect(w.state()).toMatchObject({ pendingClaims: 1, pendingReleases: 1 });
     expect(w.state().lastError).toMatchObject({ code: "ERR_STORE_UNAVAILABLE" });

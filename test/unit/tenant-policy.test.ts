@@ -5,7 +5,7 @@
  */
 import { EventEmitter } from "node:events";
 import type { PeerCertificate } from "node:tls";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, onTestFinished, vi } from "vitest";
 import { BadRequestError, CredentialRevokedError, type GatewayError } from "../../lib/errors.js";
 import { ServerMetrics } from "../../lib/metrics/server-metrics.js";
 import type { CallerCredentials } from "../../lib/server/policy/caller-auth.js";
@@ -21,7 +21,6 @@ import {
 } from "../../lib/tenancy/operations.js";
 import type { TenantChanges, TenantWatch } from "../../lib/tenancy/store.js";
 import { generateToken } from "../../lib/tenancy/tokens.js";
-import { waitFor } from "../helpers/agent.js";
 import { captureLogger } from "../helpers/gateway.js";
 
 const T0 = new Date("2026-12-05T10:00:00Z");
@@ -258,6 +257,11 @@ describe("what a credential opened is closed when the credential goes", () => {
   });
 
   it("a credential whose grace period runs out is closed by the clock alone", async () => {
+    // The recheck's interval on fake timers, the policy's clock injected: no time really passes.
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+    onTestFinished(() => {
+      vi.useRealTimers();
+    });
     const clock = { now: T0 };
     const { watch, acme, policy } = setup(clock, 20);
     // Rotated out: usable for one more hour.
@@ -268,10 +272,15 @@ describe("what a credential opened is closed when the credential goes", () => {
     });
     const agent = policy.authenticateAgent({ verifiedCertificate: undefined, bearerToken: acme.agent.token });
     const h = open(policy, agent.credential);
-    await new Promise((r) => setTimeout(r, 60));
+    // Three rechecks within the grace period: still open.
+    await vi.advanceTimersByTimeAsync(3 * 20);
     expect(h.closed).toEqual([]);
+    // Past it, the next recheck closes it, with no change from the store.
     clock.now = new Date("2026-12-05T11:00:01Z");
-    await waitFor(() => h.closed.length === 1, 2000, "the expired credential's stream closed");
+    await vi.advanceTimersByTimeAsync(19);
+    expect(h.closed).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(h.closed).toHaveLength(1);
   });
 
   it("a caller and an agent that showed a certificate and a token are closed when either is revoked", async () => {

@@ -1,5 +1,5 @@
 /** The polling watch a running server reads tenants from: freshness, monotonic versions, failures. */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { TenantStoreCorruptError } from "../../lib/tenancy/errors.js";
 import type { TenantRecord } from "../../lib/tenancy/model.js";
 import { createTenantRecord } from "../../lib/tenancy/operations.js";
@@ -26,20 +26,27 @@ function scripted(steps: (TenantListing | Error)[]) {
 
 const listing = (...tenants: TenantRecord[]): TenantListing => ({ tenants, unreadable: [] });
 
+const INTERVAL_MS = 5;
+
+/** Runs `n` more polls on the fake clock, each one's result applied, and checks that many ran. */
 async function polls(source: { calls: () => number }, n: number): Promise<void> {
-  const target = source.calls() + n;
-  while (source.calls() < target) await new Promise((r) => setTimeout(r, 2));
-  // Let the poll that was just called finish applying its result.
-  await new Promise((r) => setTimeout(r, 5));
+  const expected = source.calls() + n;
+  await vi.advanceTimersByTimeAsync(n * INTERVAL_MS);
+  expect(source.calls()).toBe(expected);
 }
 
 describe("PollingTenantWatch", () => {
   const watches: PollingTenantWatch[] = [];
+  // Polls run on the fake clock: each test says how many intervals pass, never sleeps.
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+  });
   afterEach(() => {
     for (const w of watches.splice(0)) w.close();
+    vi.useRealTimers();
   });
   const watch = (list: () => Promise<TenantListing>) => {
-    const w = new PollingTenantWatch(list, { intervalMs: 5 });
+    const w = new PollingTenantWatch(list, { intervalMs: INTERVAL_MS });
     watches.push(w);
     return w;
   };
@@ -97,10 +104,12 @@ describe("PollingTenantWatch", () => {
     const source = scripted([listing()]);
     const w = watch(source.list);
     await w.ready;
+    await polls(source, 2);
     w.close();
     const calls = source.calls();
-    await new Promise((r) => setTimeout(r, 50));
-    expect(source.calls()).toBeLessThanOrEqual(calls + 1);
+    expect(vi.getTimerCount()).toBe(0);
+    await vi.advanceTimersByTimeAsync(100 * INTERVAL_MS);
+    expect(source.calls()).toBe(calls);
   });
 
   it("refuses a non-positive interval", () => {
