@@ -94,6 +94,19 @@ export class HandshakeGate {
         : null;
   }
 
+  /**
+   * Connections this gate refused (reset before TLS). Node's TLS server then reports each as a
+   * failed handshake too: `refusedHere` lets that report be told apart, so that one connection is
+   * counted (and throttled) once, under the gate's reason. Weak: a refused socket is forgotten
+   * with it.
+   */
+  private readonly refused = new WeakSet<Socket>();
+
+  /** Whether `raw` (the TCP socket under a TLS socket) is one this gate refused. */
+  refusedHere(raw: Socket | null): boolean {
+    return raw !== null && this.refused.has(raw);
+  }
+
   /** Handshakes under way right now. */
   get inProgress(): number {
     return this.total;
@@ -121,6 +134,7 @@ export class HandshakeGate {
     else if (this.rate && !this.rate.take()) refusal = "handshake_rate";
     if (refusal) {
       this.hooks.refused(refusal);
+      this.refused.add(raw);
       // Nothing to say to a client before TLS; the TLS layer above sees the reset and lets go.
       raw.resetAndDestroy();
       return;

@@ -141,6 +141,9 @@ describe("TLS handshakes that never finish", () => {
     expect(await dial(t)).toBe("hello from the backend");
     // The eight within the limit are still waiting for their (10 s) handshake timeout.
     expect(flood.closed()).toBe(12);
+    // Each refused connection is counted once, under the gate's reason (not again as a failed
+    // handshake when Node's TLS server sees the reset).
+    expect(await rejectedBy(t, "agent")).toEqual({ handshakes_per_source: 12 });
   });
 
   it("are capped per listener, and a flood on the agent port leaves the frontend's budget alone", async () => {
