@@ -1,15 +1,15 @@
 /**
- * `kgw pki …`: carries out one parsed command (pki-options.ts) with lib/pki and writes the PEM
- * files and the secret's JSON (lib/deploy/secret-layout.ts) with files.ts's atomic writes: keys
+ * `kgw pki …`: carries out one parsed command (parse-pki-command.ts) with lib/pki and writes the PEM
+ * files and the secret's JSON (lib/deploy/secret-layout.ts) with lib/pki/files.ts's atomic writes: keys
  * and every file that holds one are 0600, in a directory created 0700.
  */
 import { readFile } from "node:fs/promises";
 import { caSecretJson, tlsSecretJson } from "../../deploy/secret-layout.js";
 import { ConfigError, GatewayError } from "../../errors.js";
 import { PEER_IDENTITY_URI } from "../../fleet/peer/peer-identity.js";
-import { type CertificateAuthority, createCa, loadCa } from "../ca.js";
-import { writePemFiles } from "../files.js";
-import type { PkiCommand, SigningCa } from "./pki-options.js";
+import { type CertificateAuthority, createCa, loadCa } from "../../pki/ca.js";
+import { writePemFiles } from "../../pki/files.js";
+import type { PkiCommand, SigningCa } from "./parse-pki-command.js";
 
 export interface PkiCliIo {
   out(text: string): void;

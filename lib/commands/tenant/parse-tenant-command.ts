@@ -1,10 +1,14 @@
-import { DEFAULT_EGRESS_POLICY, type EgressPolicy, validateEgressPolicy } from "../egress/egress-policy.js";
-import { ConfigError } from "../errors.js";
-import { MAX_ROTATION_GRACE_MS } from "../tenancy/limits.js";
-import { CREDENTIAL_KINDS, type CredentialKind } from "../tenancy/model.js";
-import { type QuotaName, validateQuotas } from "../tenancy/quotas.js";
-import { checkTenantId } from "../tenancy/tenant-id.js";
-import { formatHelp, parseFlags } from "./flags.js";
+import { formatHelp, parseFlags } from "../../config/flags.js";
+import {
+  DEFAULT_EGRESS_POLICY,
+  type EgressPolicy,
+  validateEgressPolicy,
+} from "../../egress/egress-policy.js";
+import { ConfigError } from "../../errors.js";
+import { MAX_ROTATION_GRACE_MS } from "../../tenancy/limits.js";
+import { CREDENTIAL_KINDS, type CredentialKind } from "../../tenancy/model.js";
+import { type QuotaName, validateQuotas } from "../../tenancy/quotas.js";
+import { checkTenantId } from "../../tenancy/tenant-id.js";
 import { TENANT_FLAGS } from "./tenant-flags.js";
 import {
   type AgentBundleSettings,
