@@ -57,16 +57,7 @@ async function execute(command: PkiCommand): Promise<string[]> {
         usage: "server",
         validityDays: command.validityDays,
       });
-      const files = await writePemFiles(command.outDir, {
-        "tls.pem": leaf.certPem,
-        "tls-key.pem": leaf.keyPem,
-        "tls-secret.json": tlsSecretJson({
-          certificate: leaf.certPem,
-          privateKey: leaf.keyPem,
-          caCertificate: ca.certPem,
-        }),
-      });
-      return Object.values(files);
+      return writeLeaf(command.outDir, "tls", leaf, ca);
     }
     case "peer": {
       const ca = await loadSigningCa(command);
@@ -78,18 +69,28 @@ async function execute(command: PkiCommand): Promise<string[]> {
         usage: "both",
         validityDays: command.validityDays,
       });
-      const files = await writePemFiles(command.outDir, {
-        "peer.pem": leaf.certPem,
-        "peer-key.pem": leaf.keyPem,
-        "tls-secret.json": tlsSecretJson({
-          certificate: leaf.certPem,
-          privateKey: leaf.keyPem,
-          caCertificate: ca.certPem,
-        }),
-      });
-      return Object.values(files);
+      return writeLeaf(command.outDir, "peer", leaf, ca);
     }
   }
+}
+
+/** A leaf's certificate and key (NAME.pem, NAME-key.pem) and its TLS secret's JSON, with the CA. */
+async function writeLeaf(
+  outDir: string,
+  name: "tls" | "peer",
+  leaf: { certPem: string; keyPem: string },
+  ca: CertificateAuthority,
+): Promise<string[]> {
+  const files = await writePemFiles(outDir, {
+    [`${name}.pem`]: leaf.certPem,
+    [`${name}-key.pem`]: leaf.keyPem,
+    "tls-secret.json": tlsSecretJson({
+      certificate: leaf.certPem,
+      privateKey: leaf.keyPem,
+      caCertificate: ca.certPem,
+    }),
+  });
+  return Object.values(files);
 }
 
 async function loadSigningCa(s: SigningCa): Promise<CertificateAuthority> {
