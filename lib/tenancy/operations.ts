@@ -164,7 +164,7 @@ function addCredential(
     const until = now.getTime() + checkGrace(options.rotateGraceMs);
     list = list.map((c) => (isUsable(c, now) ? withExpiry(c, until) : c));
   }
-  list = prune(list, now);
+  list = pruneInactive(list, now, inactiveSince);
   if (list.length >= MAX_CREDENTIALS_PER_KIND) {
     throw new InvalidTenantInputError(
       `tenant ${record.id} already has ${MAX_CREDENTIALS_PER_KIND} usable ${kind}s; revoke some first`,
@@ -283,20 +283,25 @@ function withExpiry<T extends AnyCredential>(c: T, until: number): T {
 }
 
 /**
- * Drops credentials inactive for longer than the retention, and then, if the list is full, the
+ * Drops entries inactive for longer than the retention, and then, if the list is full, the
  * longest-inactive ones: forgetting an inactive credential is safe because verification is an
- * allowlist (an unknown id or serial is refused).
+ * allowlist (an unknown id or serial is refused). `since` says when an entry stopped being usable
+ * (null: it is usable); credentials and install tokens (install/install-tokens.ts) each have one.
  */
-function prune<T extends AnyCredential>(list: T[], now: Date): T[] {
+export function pruneInactive<T>(
+  list: readonly T[],
+  now: Date,
+  since: (entry: T, now: Date) => number | null,
+): T[] {
   const cutoff = now.getTime() - INACTIVE_CREDENTIAL_RETENTION_MS;
   const kept = list.filter((c) => {
-    const since = inactiveSince(c, now);
-    return since === null || since > cutoff;
+    const at = since(c, now);
+    return at === null || at > cutoff;
   });
   const inactive = kept
-    .map((c) => ({ c, since: inactiveSince(c, now) }))
-    .filter((x): x is { c: T; since: number } => x.since !== null)
-    .sort((a, b) => a.since - b.since);
+    .map((c) => ({ c, at: since(c, now) }))
+    .filter((x): x is { c: T; at: number } => x.at !== null)
+    .sort((a, b) => a.at - b.at);
   const drop = new Set<T>();
   for (const { c } of inactive) {
     if (kept.length - drop.size < MAX_CREDENTIALS_PER_KIND) break;

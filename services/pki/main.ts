@@ -1,8 +1,8 @@
 /**
  * `kgw pki`: parse the command once, make the certificates, exit with its code.
  */
-import { parsePkiCommand } from "../../lib/pki/cli/pki-options.js";
-import { runPkiCommand } from "../../lib/pki/cli/run-pki-command.js";
+import { parsePkiCommand } from "../../lib/commands/pki/parse-pki-command.js";
+import { runPkiCommand } from "../../lib/commands/pki/run-pki-command.js";
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let parsed: ReturnType<typeof parsePkiCommand>;

@@ -1,8 +1,8 @@
 /**
  * `kgw tenant`: parse the command once, run it against the tenant store, exit with its code.
  */
-import { parseTenantCommand } from "../../lib/config/tenant-options.js";
-import { runTenantCommand } from "../../lib/tenancy/cli/run-tenant-command.js";
+import { parseTenantCommand } from "../../lib/commands/tenant/parse-tenant-command.js";
+import { runTenantCommand } from "../../lib/commands/tenant/run-tenant-command.js";
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let parsed: ReturnType<typeof parseTenantCommand>;

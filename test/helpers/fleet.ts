@@ -16,8 +16,8 @@ import {
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseTenantCommand } from "../../lib/config/tenant-options.js";
-import { runTenantCommand } from "../../lib/tenancy/cli/run-tenant-command.js";
+import { parseTenantCommand } from "../../lib/commands/tenant/parse-tenant-command.js";
+import { runTenantCommand } from "../../lib/commands/tenant/run-tenant-command.js";
 import { closedPort, patternStream, sha256Of } from "./backends.js";
 import { bodyText, httpOver } from "./connect-client.js";
 import { connectOnGatewayPort } from "./gateway-connect.js";

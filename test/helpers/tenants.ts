@@ -6,8 +6,8 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { parseTenantCommand } from "../../lib/config/tenant-options.js";
-import { runTenantCommand } from "../../lib/tenancy/cli/run-tenant-command.js";
+import { parseTenantCommand } from "../../lib/commands/tenant/parse-tenant-command.js";
+import { runTenantCommand } from "../../lib/commands/tenant/run-tenant-command.js";
 import type { TestPki } from "./pki.js";
 
 export interface CreatedTenant {

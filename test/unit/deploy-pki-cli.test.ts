@@ -3,10 +3,10 @@ import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { parsePkiCommand } from "../../lib/commands/pki/parse-pki-command.js";
+import { runPkiCommand } from "../../lib/commands/pki/run-pki-command.js";
 import { parseCaSecret } from "../../lib/deploy/secret-layout.js";
 import { peerIdentityProblem } from "../../lib/fleet/peer/peer-identity.js";
-import { parsePkiCommand } from "../../lib/pki/cli/pki-options.js";
-import { runPkiCommand } from "../../lib/pki/cli/run-pki-command.js";
 
 const dirs: string[] = [];
 afterAll(async () => {

@@ -1,7 +1,7 @@
 /** `kgw tenant install-token` and the server's install flags: parsing, defaults, refusals. */
 import { describe, expect, it } from "vitest";
+import { parseTenantCommand } from "../../lib/commands/tenant/parse-tenant-command.js";
 import { parseServerOptions } from "../../lib/config/server-options.js";
-import { parseTenantCommand } from "../../lib/config/tenant-options.js";
 
 const ENV = { KGW_TENANT_STORE_DIR: "/var/lib/kgw", KGW_GATEWAY_ADDRESS: "gw.example.com:8132" };
 

@@ -11,8 +11,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import tls from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseTenantCommand } from "../../lib/config/tenant-options.js";
-import { runTenantCommand } from "../../lib/tenancy/cli/run-tenant-command.js";
+import { parseTenantCommand } from "../../lib/commands/tenant/parse-tenant-command.js";
+import { runTenantCommand } from "../../lib/commands/tenant/run-tenant-command.js";
 import { openFileTenantStore } from "../../lib/tenancy/file-store/file-tenant-store.js";
 import type { TenantRecord } from "../../lib/tenancy/model.js";
 import {

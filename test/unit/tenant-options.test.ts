@@ -1,6 +1,10 @@
 /** `kgw tenant` options: subcommands, arguments, which flags apply where, defaults, validation. */
 import { describe, expect, it } from "vitest";
-import { parseTenantCommand, TENANT_FLAGS, tenantHelp } from "../../lib/config/tenant-options.js";
+import {
+  parseTenantCommand,
+  TENANT_FLAGS,
+  tenantHelp,
+} from "../../lib/commands/tenant/parse-tenant-command.js";
 import { parseGatewayAddress } from "../../lib/tenancy/bundle/gateway-address.js";
 
 const BUNDLE_ENV = {

@@ -8,13 +8,14 @@
  * Order of work as for the caller bundle: the output directory, then the certificate and the
  * store (tenant-certificate.ts), then the files.
  */
-import { mkdir } from "node:fs/promises";
 import path from "node:path";
-import { writePemFiles } from "../../pki/files.js";
-import type { TenantRecord } from "../model.js";
 import type { AddOptions } from "../operations.js";
 import type { TenantStore } from "../store.js";
-import { type CertificateIssuer, issueTenantCertificate } from "./tenant-certificate.js";
+import {
+  type CertificateIssuer,
+  type WrittenCertificateBundle,
+  writeCertificateBundle,
+} from "./tenant-certificate.js";
 
 /**
  * Names of the agent bundle's files, keyed by the `kgw agent` flag that takes each. A directory
@@ -40,14 +41,9 @@ export interface AgentBundleOptions extends CertificateIssuer {
   mountDir: string;
 }
 
-export interface WrittenAgentBundle {
-  readonly dir: string;
-  readonly files: Readonly<Record<keyof typeof AGENT_BUNDLE_FILES, string>>;
-  readonly serial: string;
-  readonly notAfter: string;
+export interface WrittenAgentBundle extends WrittenCertificateBundle<keyof typeof AGENT_BUNDLE_FILES> {
   /** The `kgw agent` flags that use the files once mounted at the mount directory. */
   readonly agentFlags: readonly string[];
-  readonly record: TenantRecord;
 }
 
 /** `--ca-cert=<mountDir>/ca.crt --agent-cert=… --agent-key=…`, one flag per element. */
@@ -63,25 +59,10 @@ export async function writeAgentBundle(
   o: AgentBundleOptions,
   add: AddOptions = {},
 ): Promise<WrittenAgentBundle> {
-  const dir = path.resolve(o.outDir);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const issued = await issueTenantCertificate(store, tenantId, "agent", o, add);
-  // writePemFiles gives the key 0600 and the rest 0644, each file renamed into place.
-  const files = await writePemFiles(dir, {
-    [AGENT_BUNDLE_FILES.caCert]: o.caBundlePem,
-    [AGENT_BUNDLE_FILES.agentCert]: issued.certPem,
-    [AGENT_BUNDLE_FILES.agentKey]: issued.keyPem,
-  });
-  return {
-    dir,
-    files: {
-      caCert: files[AGENT_BUNDLE_FILES.caCert],
-      agentCert: files[AGENT_BUNDLE_FILES.agentCert],
-      agentKey: files[AGENT_BUNDLE_FILES.agentKey],
-    },
-    serial: issued.serial,
-    notAfter: issued.notAfter,
-    agentFlags: agentFlags(o.mountDir),
-    record: issued.record,
-  };
+  const written = await writeCertificateBundle(
+    { store, tenantId, role: "agent", issuer: o, add },
+    AGENT_BUNDLE_FILES,
+    (issued) => ({ caCert: o.caBundlePem, agentCert: issued.certPem, agentKey: issued.keyPem }),
+  );
+  return { ...written, agentFlags: agentFlags(o.mountDir) };
 }

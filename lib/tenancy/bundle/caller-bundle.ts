@@ -9,10 +9,6 @@
  * can use the key), then the files. A failure after the store write leaves a listed certificate
  * whose key nobody has: harmless, and revocable by its serial.
  */
-import { mkdir } from "node:fs/promises";
-import path from "node:path";
-import { writePemFiles } from "../../pki/files.js";
-import type { TenantRecord } from "../model.js";
 import type { AddOptions } from "../operations.js";
 import type { TenantStore } from "../store.js";
 import {
@@ -21,7 +17,11 @@ import {
   type UdsProxyProtocol,
   udsEgressConfiguration,
 } from "./egress-selector.js";
-import { type CertificateIssuer, issueTenantCertificate } from "./tenant-certificate.js";
+import {
+  type CertificateIssuer,
+  type WrittenCertificateBundle,
+  writeCertificateBundle,
+} from "./tenant-certificate.js";
 
 export interface CallerBundleOptions extends CertificateIssuer {
   /** PEM the kube-apiserver trusts for the gateway's serving certificate. */
@@ -33,13 +33,7 @@ export interface CallerBundleOptions extends CertificateIssuer {
   udsProxyProtocol: UdsProxyProtocol;
 }
 
-export interface WrittenBundle {
-  readonly dir: string;
-  readonly files: Readonly<Record<keyof typeof BUNDLE_FILES, string>>;
-  readonly serial: string;
-  readonly notAfter: string;
-  readonly record: TenantRecord;
-}
+export type WrittenBundle = WrittenCertificateBundle<keyof typeof BUNDLE_FILES>;
 
 export async function writeCallerBundle(
   store: TenantStore,
@@ -47,31 +41,15 @@ export async function writeCallerBundle(
   o: CallerBundleOptions,
   add: AddOptions = {},
 ): Promise<WrittenBundle> {
-  const dir = path.resolve(o.outDir);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const issued = await issueTenantCertificate(store, tenantId, "caller", o, add);
-  const files = await writePemFiles(dir, {
-    [BUNDLE_FILES.caBundle]: o.caBundlePem,
-    [BUNDLE_FILES.clientCert]: issued.certPem,
-    [BUNDLE_FILES.clientKey]: issued.keyPem,
-    [BUNDLE_FILES.egressTcp]: tcpEgressConfiguration({ tenantId, url: o.gatewayUrl, mountDir: o.mountDir }),
-    [BUNDLE_FILES.egressUds]: udsEgressConfiguration({
-      tenantId,
-      udsName: o.udsName,
-      proxyProtocol: o.udsProxyProtocol,
+  return writeCertificateBundle(
+    { store, tenantId, role: "caller", issuer: o, add },
+    BUNDLE_FILES,
+    (issued) => ({
+      caBundle: o.caBundlePem,
+      clientCert: issued.certPem,
+      clientKey: issued.keyPem,
+      egressTcp: tcpEgressConfiguration({ tenantId, url: o.gatewayUrl, mountDir: o.mountDir }),
+      egressUds: udsEgressConfiguration({ tenantId, udsName: o.udsName, proxyProtocol: o.udsProxyProtocol }),
     }),
-  });
-  return {
-    dir,
-    files: {
-      caBundle: files[BUNDLE_FILES.caBundle],
-      clientCert: files[BUNDLE_FILES.clientCert],
-      clientKey: files[BUNDLE_FILES.clientKey],
-      egressTcp: files[BUNDLE_FILES.egressTcp],
-      egressUds: files[BUNDLE_FILES.egressUds],
-    },
-    serial: issued.serial,
-    notAfter: issued.notAfter,
-    record: issued.record,
-  };
+  );
 }

@@ -8,7 +8,10 @@
  * listed before the caller writes any file: a failure in between leaves a listed certificate
  * whose key nobody has, harmless and revocable by its serial.
  */
+import { mkdir } from "node:fs/promises";
+import path from "node:path";
 import type { CertificateAuthority } from "../../pki/ca.js";
+import { writePemFiles } from "../../pki/files.js";
 import { x509 } from "../../pki/x509.js";
 import type { CredentialRole, TenantRecord } from "../model.js";
 import { updateTenant } from "../mutate.js";
@@ -70,4 +73,42 @@ export async function issueTenantCertificate(
     ),
   );
   return { certPem: issued.certPem, keyPem: issued.keyPem, serial, notAfter: notAfter.toISOString(), record };
+}
+
+/** Where a bundle is written and for whom: the tenant, the role its certificate is for, the CA. */
+export interface BundleRequest {
+  store: TenantStore;
+  tenantId: string;
+  role: CredentialRole;
+  issuer: CertificateIssuer & { outDir: string };
+  add: AddOptions;
+}
+
+/** A bundle as written: its directory, the path of each file by key, and its certificate. */
+export interface WrittenCertificateBundle<K extends string> {
+  readonly dir: string;
+  readonly files: Readonly<Record<K, string>>;
+  readonly serial: string;
+  readonly notAfter: string;
+  readonly record: TenantRecord;
+}
+
+/**
+ * Either bundle's order of work: the output directory first (a bad --out fails before anything
+ * is issued), then the certificate and the store, then the files in the order `contents` gives
+ * them (writePemFiles gives the key 0600 and the rest 0644, each file renamed into place).
+ * `layout` names the file of each key; the paths written come back under the same keys.
+ */
+export async function writeCertificateBundle<K extends string>(
+  { store, tenantId, role, issuer, add }: BundleRequest,
+  layout: Readonly<Record<K, string>>,
+  contents: (issued: IssuedTenantCertificate) => Readonly<Record<K, string>>,
+): Promise<WrittenCertificateBundle<K>> {
+  const dir = path.resolve(issuer.outDir);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const issued = await issueTenantCertificate(store, tenantId, role, issuer, add);
+  const byKey = Object.entries(contents(issued)) as [K, string][];
+  const written = await writePemFiles(dir, Object.fromEntries(byKey.map(([k, text]) => [layout[k], text])));
+  const files = Object.fromEntries(byKey.map(([k]) => [k, written[layout[k]]])) as Record<K, string>;
+  return { dir, files, serial: issued.serial, notAfter: issued.notAfter, record: issued.record };
 }

@@ -9,9 +9,9 @@
  * every token, and it always expires.
  */
 import { InvalidTenantInputError } from "../errors.js";
-import { INACTIVE_CREDENTIAL_RETENTION_MS, MAX_CREDENTIALS_PER_KIND } from "../limits.js";
+import { MAX_CREDENTIALS_PER_KIND } from "../limits.js";
 import type { InstallToken, TenantRecord } from "../model.js";
-import { findCredential, requireActive } from "../operations.js";
+import { findCredential, pruneInactive, requireActive } from "../operations.js";
 import { hashToken, parseToken, tokenMatchesHash } from "../tokens.js";
 import { InstallTokenRefusedError } from "./errors.js";
 
@@ -75,21 +75,7 @@ export function addInstallToken(
   if (findCredential(active, token.id) || active.installTokens.some((t) => t.id === token.id)) {
     throw new InvalidTenantInputError(`credential id ${token.id} is already in use in tenant ${record.id}`);
   }
-  const cutoff = now.getTime() - INACTIVE_CREDENTIAL_RETENTION_MS;
-  const kept = active.installTokens.filter((t) => {
-    const since = inactiveSince(t, now);
-    return since === null || since > cutoff;
-  });
-  const byAge = kept
-    .map((t) => ({ t, since: inactiveSince(t, now) }))
-    .filter((x): x is { t: InstallToken; since: number } => x.since !== null)
-    .sort((a, b) => a.since - b.since);
-  const drop = new Set<InstallToken>();
-  for (const { t } of byAge) {
-    if (kept.length - drop.size < MAX_CREDENTIALS_PER_KIND) break;
-    drop.add(t);
-  }
-  const list = kept.filter((t) => !drop.has(t));
+  const list = pruneInactive(active.installTokens, now, inactiveSince);
   if (list.length >= MAX_CREDENTIALS_PER_KIND) {
     throw new InvalidTenantInputError(
       `tenant ${record.id} already has ${MAX_CREDENTIALS_PER_KIND} usable install tokens; revoke some first`,

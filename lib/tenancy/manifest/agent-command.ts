@@ -5,7 +5,6 @@
  * executable differs.
  */
 import path from "node:path";
-import { AGENT_FLAGS } from "../../config/agent-options.js";
 import type { AgentFlavor } from "./input.js";
 
 /** Where the Secret with the agent token is mounted, and the file (its key) in it. */
@@ -20,9 +19,10 @@ export const CA_PATH = path.posix.join(CA_MOUNT_DIR, CA_KEY);
 
 /**
  * The health port (/healthz, /readyz) the probes use. Passed explicitly, so that the probes and
- * the agent agree even if a default changes; the value is the default of both agents (8093).
+ * the agent agree even if a default changes; the value is the default of both agents (upstream
+ * proxy-agent's, which `kgw agent` keeps), so the pod reads as an operator expects.
  */
-export const HEALTH_PORT = AGENT_FLAGS["health-server-port"].default;
+export const HEALTH_PORT = 8093;
 
 /** The container's environment variable holding the pod's name (downward API). */
 export const POD_NAME_ENV = "POD_NAME";

@@ -1,24 +1,24 @@
 /**
- * `kgw tenant …`: carries out one parsed command (lib/config/tenant-options.ts) against the file
+ * `kgw tenant …`: carries out one parsed command (parse-tenant-command.ts) against the file
  * store (or, with --table, the DynamoDB store) and prints the result. Secrets are printed exactly
  * once, by the command that made them (create, rotate, manifest); everything else prints the
  * public view (render.ts).
  */
-import type { OutputFormat, TenantCommand } from "../../config/tenant-options.js";
+
 import { DEFAULT_EGRESS_POLICY } from "../../egress/egress-policy.js";
 import { ConfigError, GatewayError } from "../../errors.js";
-import { writeAgentBundle } from "../bundle/agent-bundle.js";
-import { type WrittenBundle, writeCallerBundle } from "../bundle/caller-bundle.js";
-import { openDynamoTenantStore } from "../dynamo-store/dynamo-tenant-store.js";
-import { TenantNotFoundError } from "../errors.js";
-import { openFileTenantStore } from "../file-store/file-tenant-store.js";
-import { issueInstallToken } from "../install/store-operations.js";
-import { InvalidManifestInputError } from "../manifest/errors.js";
-import type { AgentManifestInput } from "../manifest/input.js";
-import { readManifestCaBundle, writeManifestFile } from "../manifest/manifest-file.js";
-import { mintAgentToken } from "../manifest/mint-agent-token.js";
-import { renderAgentManifest } from "../manifest/render.js";
-import { updateTenant } from "../mutate.js";
+import { writeAgentBundle } from "../../tenancy/bundle/agent-bundle.js";
+import { type WrittenBundle, writeCallerBundle } from "../../tenancy/bundle/caller-bundle.js";
+import { openDynamoTenantStore } from "../../tenancy/dynamo-store/dynamo-tenant-store.js";
+import { TenantNotFoundError } from "../../tenancy/errors.js";
+import { openFileTenantStore } from "../../tenancy/file-store/file-tenant-store.js";
+import { issueInstallToken } from "../../tenancy/install/store-operations.js";
+import { InvalidManifestInputError } from "../../tenancy/manifest/errors.js";
+import type { AgentManifestInput } from "../../tenancy/manifest/input.js";
+import { readManifestCaBundle, writeManifestFile } from "../../tenancy/manifest/manifest-file.js";
+import { mintAgentToken } from "../../tenancy/manifest/mint-agent-token.js";
+import { renderAgentManifest } from "../../tenancy/manifest/render.js";
+import { updateTenant } from "../../tenancy/mutate.js";
 import {
   addToken,
   createTenantRecord,
@@ -28,11 +28,12 @@ import {
   revokeCredential,
   setEgressPolicy,
   setQuotas,
-} from "../operations.js";
-import type { TenantStore } from "../store.js";
-import { normalizeSerial } from "../tenant-uri.js";
-import { type GeneratedToken, generateToken } from "../tokens.js";
+} from "../../tenancy/operations.js";
+import type { TenantStore } from "../../tenancy/store.js";
+import { normalizeSerial } from "../../tenancy/tenant-uri.js";
+import { type GeneratedToken, generateToken } from "../../tenancy/tokens.js";
 import { loadAgentBundleOptions, loadBundleOptions } from "./load-bundle-options.js";
+import type { OutputFormat, TenantCommand } from "./parse-tenant-command.js";
 import {
   agentBundleText,
   agentBundleView,

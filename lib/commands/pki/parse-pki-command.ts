@@ -4,8 +4,9 @@
  * calls `parsePkiCommand` once and hands the plain object to run-pki-command.ts.
  */
 import { isIP } from "node:net";
-import { defineFlags, formatHelp, parseFlags } from "../../config/flags.js";
+import { defineFlags, formatHelp } from "../../config/flags.js";
 import { ConfigError } from "../../errors.js";
+import { parseSubcommand } from "../subcommand.js";
 
 const DAY_MS = 86_400_000;
 /** Ten years: a CA is replaced by a planned rotation, not by expiry. */
@@ -105,16 +106,9 @@ export function parsePkiCommand(
   argv: readonly string[],
   env: Readonly<Record<string, string | undefined>>,
 ): ParsedPkiCommand {
-  const parsed = parseFlags(PKI_FLAGS, argv, env, { allowPositionals: true });
-  const [sub, ...rest] = parsed.positionals;
-  if (sub === undefined || sub === "help") return { help: true, text: pkiHelp() };
-  if (!Object.hasOwn(SUBCOMMANDS, sub)) {
-    throw new ConfigError(
-      `unknown subcommand "${sub.slice(0, 40)}" (one of ${Object.keys(SUBCOMMANDS).join(", ")})`,
-    );
-  }
-  const name = sub as PkiSubcommand;
-  if (parsed.help) return { help: true, text: pkiHelp(name) };
+  const first = parseSubcommand(PKI_FLAGS, SUBCOMMANDS, pkiHelp, argv, env);
+  if (first.help) return first;
+  const { name, args: rest, parsed } = first;
   if (rest.length > 0) throw new ConfigError(`usage: kgw pki ${name} [flags]`);
   for (const flag of parsed.onCommandLine) {
     if (!SUBCOMMANDS[name].flags.includes(flag))

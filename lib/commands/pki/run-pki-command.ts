@@ -1,15 +1,15 @@
 /**
- * `kgw pki …`: carries out one parsed command (pki-options.ts) with lib/pki and writes the PEM
- * files and the secret's JSON (lib/deploy/secret-layout.ts) with files.ts's atomic writes: keys
+ * `kgw pki …`: carries out one parsed command (parse-pki-command.ts) with lib/pki and writes the PEM
+ * files and the secret's JSON (lib/deploy/secret-layout.ts) with lib/pki/files.ts's atomic writes: keys
  * and every file that holds one are 0600, in a directory created 0700.
  */
 import { readFile } from "node:fs/promises";
 import { caSecretJson, tlsSecretJson } from "../../deploy/secret-layout.js";
 import { ConfigError, GatewayError } from "../../errors.js";
 import { PEER_IDENTITY_URI } from "../../fleet/peer/peer-identity.js";
-import { type CertificateAuthority, createCa, loadCa } from "../ca.js";
-import { writePemFiles } from "../files.js";
-import type { PkiCommand, SigningCa } from "./pki-options.js";
+import { type CertificateAuthority, createCa, loadCa } from "../../pki/ca.js";
+import { writePemFiles } from "../../pki/files.js";
+import type { PkiCommand, SigningCa } from "./parse-pki-command.js";
 
 export interface PkiCliIo {
   out(text: string): void;
@@ -57,16 +57,7 @@ async function execute(command: PkiCommand): Promise<string[]> {
         usage: "server",
         validityDays: command.validityDays,
       });
-      const files = await writePemFiles(command.outDir, {
-        "tls.pem": leaf.certPem,
-        "tls-key.pem": leaf.keyPem,
-        "tls-secret.json": tlsSecretJson({
-          certificate: leaf.certPem,
-          privateKey: leaf.keyPem,
-          caCertificate: ca.certPem,
-        }),
-      });
-      return Object.values(files);
+      return writeLeaf(command.outDir, "tls", leaf, ca);
     }
     case "peer": {
       const ca = await loadSigningCa(command);
@@ -78,18 +69,28 @@ async function execute(command: PkiCommand): Promise<string[]> {
         usage: "both",
         validityDays: command.validityDays,
       });
-      const files = await writePemFiles(command.outDir, {
-        "peer.pem": leaf.certPem,
-        "peer-key.pem": leaf.keyPem,
-        "tls-secret.json": tlsSecretJson({
-          certificate: leaf.certPem,
-          privateKey: leaf.keyPem,
-          caCertificate: ca.certPem,
-        }),
-      });
-      return Object.values(files);
+      return writeLeaf(command.outDir, "peer", leaf, ca);
     }
   }
+}
+
+/** A leaf's certificate and key (NAME.pem, NAME-key.pem) and its TLS secret's JSON, with the CA. */
+async function writeLeaf(
+  outDir: string,
+  name: "tls" | "peer",
+  leaf: { certPem: string; keyPem: string },
+  ca: CertificateAuthority,
+): Promise<string[]> {
+  const files = await writePemFiles(outDir, {
+    [`${name}.pem`]: leaf.certPem,
+    [`${name}-key.pem`]: leaf.keyPem,
+    "tls-secret.json": tlsSecretJson({
+      certificate: leaf.certPem,
+      privateKey: leaf.keyPem,
+      caCertificate: ca.certPem,
+    }),
+  });
+  return Object.values(files);
 }
 
 async function loadSigningCa(s: SigningCa): Promise<CertificateAuthority> {

@@ -1,10 +1,15 @@
-import { DEFAULT_EGRESS_POLICY, type EgressPolicy, validateEgressPolicy } from "../egress/egress-policy.js";
-import { ConfigError } from "../errors.js";
-import { MAX_ROTATION_GRACE_MS } from "../tenancy/limits.js";
-import { CREDENTIAL_KINDS, type CredentialKind } from "../tenancy/model.js";
-import { type QuotaName, validateQuotas } from "../tenancy/quotas.js";
-import { checkTenantId } from "../tenancy/tenant-id.js";
-import { formatHelp, parseFlags } from "./flags.js";
+import { formatHelp } from "../../config/flags.js";
+import {
+  DEFAULT_EGRESS_POLICY,
+  type EgressPolicy,
+  validateEgressPolicy,
+} from "../../egress/egress-policy.js";
+import { ConfigError } from "../../errors.js";
+import { MAX_ROTATION_GRACE_MS } from "../../tenancy/limits.js";
+import { CREDENTIAL_KINDS, type CredentialKind } from "../../tenancy/model.js";
+import { type QuotaName, validateQuotas } from "../../tenancy/quotas.js";
+import { checkTenantId } from "../../tenancy/tenant-id.js";
+import { parseSubcommand } from "../subcommand.js";
 import { TENANT_FLAGS } from "./tenant-flags.js";
 import {
   type AgentBundleSettings,
@@ -167,17 +172,10 @@ export function parseTenantCommand(
   argv: readonly string[],
   env: Readonly<Record<string, string | undefined>>,
 ): ParsedTenantCommand {
-  const parsed = parseFlags(TENANT_FLAGS, argv, env, { allowPositionals: true });
-  const [sub, ...args] = parsed.positionals;
-  if (sub === undefined || sub === "help") return { help: true, text: tenantHelp() };
-  if (!Object.hasOwn(SUBCOMMANDS, sub)) {
-    throw new ConfigError(
-      `unknown subcommand "${sub.slice(0, 40)}" (one of ${Object.keys(SUBCOMMANDS).join(", ")})`,
-    );
-  }
-  const name = sub as TenantSubcommand;
+  const first = parseSubcommand(TENANT_FLAGS, SUBCOMMANDS, tenantHelp, argv, env);
+  if (first.help) return first;
+  const { name, args, parsed } = first;
   const spec = SUBCOMMANDS[name];
-  if (parsed.help) return { help: true, text: tenantHelp(name) };
   // Only flags from the command line: an environment variable set for other subcommands is fine.
   for (const flag of parsed.onCommandLine) {
     if (!COMMON_FLAGS.includes(flag) && !spec.flags.includes(flag)) {

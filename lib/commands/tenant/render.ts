@@ -4,13 +4,18 @@
  * bounded), so nothing printed can drive the terminal.
  */
 
-import type { WrittenAgentBundle } from "../bundle/agent-bundle.js";
-import type { CallerBundleOptions, WrittenBundle } from "../bundle/caller-bundle.js";
-import { BUNDLE_FILES } from "../bundle/egress-selector.js";
-import { type CredentialStatus, credentialStatus, isUsable } from "../credential-status.js";
-import { type InstallTokenStatus, installTokenStatus } from "../install/install-tokens.js";
-import { CREDENTIAL_KINDS, type CredentialKind, credentialsOf, type TenantRecord } from "../model.js";
-import { QUOTA_NAMES } from "../quotas.js";
+import type { WrittenAgentBundle } from "../../tenancy/bundle/agent-bundle.js";
+import type { CallerBundleOptions, WrittenBundle } from "../../tenancy/bundle/caller-bundle.js";
+import { BUNDLE_FILES } from "../../tenancy/bundle/egress-selector.js";
+import { type CredentialStatus, credentialStatus, isUsable } from "../../tenancy/credential-status.js";
+import { type InstallTokenStatus, installTokenStatus } from "../../tenancy/install/install-tokens.js";
+import {
+  CREDENTIAL_KINDS,
+  type CredentialKind,
+  credentialsOf,
+  type TenantRecord,
+} from "../../tenancy/model.js";
+import { QUOTA_NAMES } from "../../tenancy/quotas.js";
 
 export interface PublicCredential {
   kind: CredentialKind;

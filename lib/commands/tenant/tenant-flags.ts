@@ -1,8 +1,8 @@
-import { DEFAULT_INSTALL_TOKEN_TTL_MS } from "../tenancy/install/install-tokens.js";
-import { DEFAULT_CERT_VALIDITY_MS, DEFAULT_ROTATION_GRACE_MS } from "../tenancy/limits.js";
-import { DEFAULT_KGW_AGENT_IMAGE, DEFAULT_UPSTREAM_AGENT_IMAGE } from "../tenancy/manifest/images.js";
-import { DEFAULT_NAMESPACE, DEFAULT_REPLICAS } from "../tenancy/manifest/input.js";
-import { defineFlags } from "./flags.js";
+import { defineFlags } from "../../config/flags.js";
+import { DEFAULT_INSTALL_TOKEN_TTL_MS } from "../../tenancy/install/install-tokens.js";
+import { DEFAULT_CERT_VALIDITY_MS, DEFAULT_ROTATION_GRACE_MS } from "../../tenancy/limits.js";
+import { DEFAULT_KGW_AGENT_IMAGE, DEFAULT_UPSTREAM_AGENT_IMAGE } from "../../tenancy/manifest/images.js";
+import { DEFAULT_NAMESPACE, DEFAULT_REPLICAS } from "../../tenancy/manifest/input.js";
 
 /** Where the bundle is mounted on control-plane nodes unless told otherwise. */
 export const DEFAULT_MOUNT_DIR = "/etc/kubernetes/kgw";

@@ -1,18 +1,18 @@
-/** What `kgw tenant` hands lib/tenancy/cli for bundles, manifests and install links, built from its flags. */
+/** What `kgw tenant` hands run-tenant-command.ts for bundles, manifests and install links, built from its flags. */
 import path from "node:path";
-import { checkSecretId } from "../deploy/secret-id.js";
-import { ConfigError } from "../errors.js";
-import type { UdsProxyProtocol } from "../tenancy/bundle/egress-selector.js";
-import { type GatewayAddress, parseGatewayAddress } from "../tenancy/bundle/gateway-address.js";
-import { MAX_INSTALL_TOKEN_TTL_MS, MIN_INSTALL_TOKEN_TTL_MS } from "../tenancy/install/install-tokens.js";
+import type { parseFlags } from "../../config/flags.js";
+import { checkSecretId } from "../../deploy/secret-id.js";
+import { ConfigError } from "../../errors.js";
+import type { UdsProxyProtocol } from "../../tenancy/bundle/egress-selector.js";
+import { type GatewayAddress, parseGatewayAddress } from "../../tenancy/bundle/gateway-address.js";
+import { MAX_INSTALL_TOKEN_TTL_MS, MIN_INSTALL_TOKEN_TTL_MS } from "../../tenancy/install/install-tokens.js";
 import {
   type AgentFlavor,
   checkFlavor,
   checkImage,
   checkNamespace,
   checkReplicas,
-} from "../tenancy/manifest/input.js";
-import type { parseFlags } from "./flags.js";
+} from "../../tenancy/manifest/input.js";
 
 import {
   DEFAULT_AGENT_MOUNT_DIR,

@@ -5,15 +5,11 @@
  */
 import { X509Certificate } from "node:crypto";
 import { readFile, stat } from "node:fs/promises";
-import type {
-  AgentBundleSettings,
-  BundleSettings,
-  CertificateSettings,
-} from "../../config/tenant-options.js";
 import { ConfigError } from "../../errors.js";
 import { type CertificateAuthority, loadCa } from "../../pki/ca.js";
-import type { AgentBundleOptions } from "../bundle/agent-bundle.js";
-import type { CallerBundleOptions } from "../bundle/caller-bundle.js";
+import type { AgentBundleOptions } from "../../tenancy/bundle/agent-bundle.js";
+import type { CallerBundleOptions } from "../../tenancy/bundle/caller-bundle.js";
+import type { AgentBundleSettings, BundleSettings, CertificateSettings } from "./tenant-settings.js";
 
 export async function loadBundleOptions(s: BundleSettings, now: () => Date): Promise<CallerBundleOptions> {
   return {
