@@ -5,9 +5,13 @@
 import { ConfigError } from "../errors.js";
 import { DEFAULT_MAX_AGENTS, type TenantQuotas, validateQuotas } from "../tenancy/quotas.js";
 import { isValidTenantId } from "../tenancy/tenant-id.js";
-import { defineFlags } from "./flags.js";
-import { INSTALL_FLAG_NAMES, type InstallOptions, parseInstall } from "./install-options.js";
-import type { ServerFlagValues } from "./server-options.js";
+import { defineFlags, type FlagValues } from "./flags.js";
+import {
+  INSTALL_FLAG_NAMES,
+  type INSTALL_FLAGS,
+  type InstallOptions,
+  parseInstall,
+} from "./install-options.js";
 
 export const TENANCY_FLAGS = defineFlags({
   "tenant-store-dir": {
@@ -100,10 +104,27 @@ const QUOTA_FLAGS = {
 } as const;
 
 /**
+ * The server flags parseTenancy reads (a slice of SERVER_FLAGS' values): its own, the install
+ * route's, the fleet's table (the other tenant store), the Unix socket, and the drop-in's
+ * credential flags it refuses.
+ */
+export type TenancyFlags = FlagValues<typeof TENANCY_FLAGS> &
+  FlagValues<typeof INSTALL_FLAGS> & {
+    "registry-table": string;
+    "uds-name": string;
+    "agent-token": string;
+    "agent-token-file": string;
+    "cluster-ca-cert": string;
+    "server-ca-cert": string;
+    "allow-anonymous-callers": boolean;
+    "insecure-frontend": boolean;
+  };
+
+/**
  * Hosted mode: every credential comes from the tenant store, so the flags that configure the
  * drop-in's own credentials would be a second, unscoped way in and are refused.
  */
-export function parseTenancy(f: ServerFlagValues): TenancyOptions | null {
+export function parseTenancy(f: TenancyFlags): TenancyOptions | null {
   if (f["tenant-store-dir"] && f["registry-table"]) {
     throw new ConfigError(
       "--tenant-store-dir cannot be used with --registry-table: a fleet's tenants are in its table",

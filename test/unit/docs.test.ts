@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { AGENT_FLAGS } from "../../lib/config/agent-options.js";
-import { SERVER_FLAGS } from "../../lib/config/server-options.js";
+import { SERVER_FLAGS } from "../../lib/config/server-flags.js";
 import { TENANT_FLAGS } from "../../lib/config/tenant-options.js";
 
 // The configuration reference must list every flag the code accepts, so docs cannot drift.
