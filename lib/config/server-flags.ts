@@ -5,7 +5,7 @@
  * none of them needs this whole table.
  */
 
-import { DEFAULT_DIAL_TIMEOUT_MS } from "../tunnel/timeouts.js";
+import { DEFAULT_DIAL_TIMEOUT_MS } from "../tunnel/durations.js";
 import { LOGTOSTDERR_FLAG } from "./compat-flags.js";
 import { defineFlags, type FlagValues } from "./flags.js";
 import { FLEET_FLAGS } from "./fleet-options.js";

@@ -13,7 +13,7 @@ import { Http2PeerWatch, tcpPeerGone } from "../../transport/http2-peer-watch.js
 import { closeServer } from "../../transport/listen.js";
 import type { RefusalThrottle } from "../../transport/refusal-throttle.js";
 import { SocketTracker } from "../../transport/socket-tracker.js";
-import { PEER_WATCH_STALL_MS, PEER_WATCH_TICK_MS } from "../timeouts.js";
+import { PEER_WATCH_STALL_MS, PEER_WATCH_TICK_MS } from "../durations.js";
 
 export class ListenerSet {
   private readonly servers: Server[] = [];
