@@ -45,10 +45,13 @@ export interface PeerListenerDeps {
   metrics: ServerMetrics;
 }
 
+/** What the peer listener reads of the server's options. */
+export type PeerListenerOptions = Pick<ServerOptions, "peer" | "handshakes" | "tlsMinVersion">;
+
 /** Builds the peer listener on `set` and listens; resolves with its address. */
 export async function buildPeerListener(
   set: ListenerSet,
-  opts: ServerOptions,
+  opts: PeerListenerOptions,
   deps: PeerListenerDeps,
 ): Promise<AddressInfo> {
   const peer = opts.peer;

@@ -35,9 +35,21 @@ export type AgentListenerDeps = Pick<
     probeSlot?: () => number;
   };
 
+/**
+ * What the agent listener reads of the server's options (the request-head bounds are the
+ * frontend's: callers and the install route may share the agent port).
+ */
+export type AgentListenerOptions = Pick<
+  ServerOptions,
+  "serverId" | "serverCount" | "backendDialTimeoutMs" | "handshakes" | "tlsMinVersion"
+> & {
+  agent: Pick<ServerOptions["agent"], "tls" | "keepaliveMs" | "probeIntervalMs" | "livenessTimeoutMs">;
+  frontend: Pick<ServerOptions["frontend"], "maxHeaderBytes" | "headerTimeoutMs">;
+};
+
 export function buildAgentListener(
   set: ListenerSet,
-  opts: ServerOptions,
+  opts: AgentListenerOptions,
   deps: AgentListenerDeps,
   callers?: CallerFront,
   install?: InstallRoute,

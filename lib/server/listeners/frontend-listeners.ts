@@ -23,9 +23,12 @@ export interface FrontendAddresses {
   uds: string | null;
 }
 
+/** What the frontend listeners read of the server's options. */
+export type FrontendListenerOptions = Pick<ServerOptions, "frontend" | "handshakes" | "tlsMinVersion">;
+
 export async function buildFrontendListeners(
   set: ListenerSet,
-  opts: ServerOptions,
+  opts: FrontendListenerOptions,
   callers: CallerFront,
 ): Promise<FrontendAddresses> {
   const watch = set.peerWatch("frontend", KEEPALIVE_TIMEOUT_MS);
