@@ -3,6 +3,7 @@
  * parsed and checked here, once; SERVER_FLAGS includes them.
  */
 import { ConfigError } from "../errors.js";
+import { DEFAULT_WATCH_INTERVAL_MS } from "../tenancy/limits.js";
 import { DEFAULT_MAX_AGENTS, type TenantQuotas, validateQuotas } from "../tenancy/quotas.js";
 import { isValidTenantId } from "../tenancy/tenant-id.js";
 import { defineFlags, type FlagValues } from "./flags.js";
@@ -28,7 +29,7 @@ export const TENANCY_FLAGS = defineFlags({
   },
   "tenant-watch-interval": {
     kind: "duration",
-    default: 2_000,
+    default: DEFAULT_WATCH_INTERVAL_MS,
     help: "With --tenant-store-dir: how often the store is re-read; a revoked credential is refused, and its live tunnels closed, within this interval plus one read.",
   },
   "tenant-max-tunnels": {
