@@ -10,6 +10,7 @@ import { LOGTOSTDERR_FLAG } from "./compat-flags.js";
 import { defineFlags, type FlagValues } from "./flags.js";
 import { FLEET_FLAGS } from "./fleet-options.js";
 import { INSTALL_FLAGS } from "./install-options.js";
+import { LOG_LEVEL_FLAG } from "./log-level.js";
 import { PEER_FLAGS } from "./peer-options.js";
 import { TENANCY_FLAGS } from "./server-tenancy-options.js";
 
@@ -168,12 +169,7 @@ export const SERVER_FLAGS = defineFlags({
     default: 1000,
     help: 'Tenants with their own label in the kgw_tenant_* metrics; the rest are counted as tenant="_other" (0: all of them).',
   },
-  "log-level": {
-    kind: "string",
-    default: "info",
-    help: "trace, debug, info, warn, error.",
-    env: "KGW_LOG_LEVEL",
-  },
+  "log-level": LOG_LEVEL_FLAG,
   logtostderr: LOGTOSTDERR_FLAG,
 });
 

@@ -10,6 +10,7 @@ import { ConfigError } from "../errors.js";
 import { formatHelp, parseFlags } from "./flags.js";
 import { type FleetConfig, parseFleet } from "./fleet-options.js";
 import type { InstallOptions } from "./install-options.js";
+import { type LogLevel, parseLogLevel } from "./log-level.js";
 import { type PeerOptions, parsePeer } from "./peer-options.js";
 import { SERVER_FLAGS } from "./server-flags.js";
 import { parseTenancy, type TenancyOptions } from "./server-tenancy-options.js";
@@ -17,7 +18,6 @@ import { checkSingleTenantAuth } from "./single-tenant-auth.js";
 import { parseTlsMinVersion, type TlsFiles, type TlsMinVersion } from "./tls.js";
 
 export type ProxyStrategy = "default" | "destHost" | "defaultRoute";
-export type LogLevel = "trace" | "debug" | "info" | "warn" | "error";
 
 export interface ServerOptions {
   serverId: string;
@@ -84,12 +84,6 @@ export interface ServerOptions {
 const MAX_TENANT_METRICS_LIMIT = 100_000;
 
 const STRATEGIES: readonly ProxyStrategy[] = ["default", "destHost", "defaultRoute"];
-const LOG_LEVELS: readonly LogLevel[] = ["trace", "debug", "info", "warn", "error"];
-
-export function parseLogLevel(v: string): LogLevel {
-  if ((LOG_LEVELS as readonly string[]).includes(v)) return v as LogLevel;
-  throw new ConfigError(`--log-level: "${v}" is not one of ${LOG_LEVELS.join(", ")}`);
-}
 
 export const SERVER_USAGE = "kgw server [flags]";
 export const serverHelp = (): string =>
