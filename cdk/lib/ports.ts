@@ -2,7 +2,7 @@
  * The ports of a gateway task (docs/DEPLOY.md, "Ports"). The gateway's own defaults where it has
  * them, so the task definition, the security groups and the load balancer agree with the server.
  */
-import { SERVER_FLAGS } from "../../lib/config/server-options.js";
+import { SERVER_FLAGS } from "../../lib/config/server-flags.js";
 
 export const GATEWAY_PORTS = {
   /** Agents, gRPC and CONNECT callers, one port for every role (TLS terminated by the gateway). */

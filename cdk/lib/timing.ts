@@ -14,7 +14,7 @@
  *      audit log's flush.
  */
 import { AGENT_FLAGS } from "../../lib/config/agent-options.js";
-import { SERVER_FLAGS } from "../../lib/config/server-options.js";
+import { SERVER_FLAGS } from "../../lib/config/server-flags.js";
 
 /** Fargate refuses a container stopTimeout above 120 s. */
 export const FARGATE_MAX_STOP_TIMEOUT_SECONDS = 120;

@@ -35,7 +35,7 @@ import { EventEmitter } from "node:events";
 import type { AgentMetrics } from "../metrics/agent-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import { Backoff } from "./backoff.js";
-import { CONNECT_HEDGE_AFTER_MS } from "./timeouts.js";
+import { CONNECT_HEDGE_AFTER_MS } from "./durations.js";
 
 /**
  * Connect attempts at once while the agent has no server: one, and a hedge for each

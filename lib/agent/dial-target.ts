@@ -4,8 +4,8 @@
  * `net.Dial` wording, which upstream agents send and operators already recognise in logs.
  */
 import { connect, type Socket } from "node:net";
+import { BACKEND_TCP_KEEPALIVE_MS } from "./durations.js";
 import { pinnedLookup, type ResolvedAddress } from "./host-resolver.js";
-import { BACKEND_TCP_KEEPALIVE_MS } from "./timeouts.js";
 
 export interface TcpTarget {
   host: string;

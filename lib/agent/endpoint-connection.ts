@@ -14,7 +14,7 @@ import type { Logger } from "../observability/logger.js";
 import { dataPacket, type Packet } from "../proto/packet.js";
 import type { ConnectionCredit } from "../tunnel/flow-control.js";
 import type { PauseLatch } from "../tunnel/pause-latch.js";
-import { BACKEND_CLOSE_FLUSH_TIMEOUT_MS } from "./timeouts.js";
+import { BACKEND_CLOSE_FLUSH_TIMEOUT_MS } from "./durations.js";
 
 /** What a connection needs from the stream that carries it. */
 export interface EndpointStreamSide {

@@ -22,12 +22,13 @@ import { DRAIN_HEADER, DRAIN_V1 } from "../tunnel/drain-advice.js";
 import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../tunnel/flow-control.js";
 import { SERVER_COUNT_HEADER, SERVER_COUNT_V1 } from "../tunnel/server-count-updates.js";
 import { BackendDialer, type BackendDialerOptions } from "./backend-dialer.js";
-import type { ServerEndpoint } from "./server-endpoint.js";
 import {
   SERVER_DRAINED_END_GRACE_MS,
   SERVER_HANDSHAKE_TIMEOUT_MS,
   SERVER_STREAM_END_GRACE_MS,
-} from "./timeouts.js";
+  TUNNEL_REPROBE_MS,
+} from "./durations.js";
+import type { ServerEndpoint } from "./server-endpoint.js";
 import type { TokenSource } from "./token-source.js";
 import { openGrpcStream } from "./transports/grpc-transport.js";
 import type { HeaderMap, OpenedStream, StreamEnd } from "./transports/opened-stream.js";
@@ -58,13 +59,6 @@ function single(headers: HeaderMap, name: string): string | undefined {
   return values.length === 1 ? values[0] : undefined;
 }
 
-/**
- * After a server answered ALPN with h2, connections to this endpoint go straight to gRPC for a
- * while instead of probing each time. Not only to save a handshake: behind a round-robin load
- * balancer, probe and fallback land on alternate servers, and an agent that always probed would
- * reach only every other one.
- */
-export const TUNNEL_REPROBE_MS = 10 * 60_000;
 const grpcOnlyUntil = new WeakMap<ServerEndpoint, number>();
 
 /**

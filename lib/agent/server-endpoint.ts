@@ -10,7 +10,7 @@ import { type ChannelOptions, credentials } from "@grpc/grpc-js";
 import type { AgentOptions, ServerTransport } from "../config/agent-options.js";
 import { WAN_CHANNEL_OPTIONS } from "../transport/http2-windows.js";
 import { readPem } from "../transport/tls-files.js";
-import { SERVER_PING_AFTER_SILENCE_MS, SERVER_PING_TIMEOUT_MS } from "./timeouts.js";
+import { SERVER_PING_AFTER_SILENCE_MS, SERVER_PING_TIMEOUT_MS } from "./durations.js";
 import type { GrpcTarget } from "./transports/grpc-transport.js";
 import type { TunnelTarget } from "./transports/tunnel-transport.js";
 
@@ -20,7 +20,7 @@ export interface ServerEndpoint {
   grpc: GrpcTarget;
   /**
    * The same, for a server known to be ours: HTTP/2 PINGs for liveness (SERVER_PING_* in
-   * timeouts.ts). Never sent to a server not known to be ours: upstream's (grpc-go) answers a
+   * durations.ts). Never sent to a server not known to be ours: upstream's (grpc-go) answers a
    * client that pings more often than every 30 s with GOAWAY too_many_pings, which ends the stream.
    */
   grpcOurs: GrpcTarget;

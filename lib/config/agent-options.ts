@@ -9,8 +9,8 @@ import { randomUUID } from "node:crypto";
 import { ConfigError } from "../errors.js";
 import { LOGTOSTDERR_FLAG } from "./compat-flags.js";
 import { defineFlags, formatHelp, parseFlags } from "./flags.js";
+import { LOG_LEVEL_FLAG, type LogLevel, parseLogLevel } from "./log-level.js";
 import { PORTS_FILE_FLAG } from "./ports-file-flag.js";
-import { type LogLevel, parseLogLevel } from "./server-options.js";
 
 export const AGENT_FLAGS = defineFlags({
   "proxy-server-host": {
@@ -110,12 +110,7 @@ export const AGENT_FLAGS = defineFlags({
   "health-server-port": { kind: "port", default: 8093, help: "Health port (/healthz, /readyz)." },
   "admin-bind-address": { kind: "string", default: "127.0.0.1", help: "Admin bind address." },
   "admin-server-port": { kind: "port", default: 8094, help: "Admin port (/metrics)." },
-  "log-level": {
-    kind: "string",
-    default: "info",
-    help: "trace, debug, info, warn, error.",
-    env: "KGW_LOG_LEVEL",
-  },
+  "log-level": LOG_LEVEL_FLAG,
   logtostderr: LOGTOSTDERR_FLAG,
   "ports-file": PORTS_FILE_FLAG,
 });

@@ -6,10 +6,15 @@
  */
 import { networkInterfaces } from "node:os";
 import { ConfigError } from "../errors.js";
-import { DEFAULT_AGENT_REDUNDANCY } from "../fleet/fleet-durations.js";
 import { DEFAULT_HEARTBEAT_MS, DEFAULT_LEASE_MS, MIN_HEARTBEATS_PER_LEASE } from "../registry/durations.js";
 import { defineFlags, type FlagValues } from "./flags.js";
 import { splitHostPort } from "./host-port.js";
+
+/**
+ * Instances an agent is asked to hold streams to (serverCount), capped by the instances alive:
+ * with two, a tenant survives losing either instance with no failed dial but those in flight.
+ */
+export const DEFAULT_AGENT_REDUNDANCY = 2;
 
 export const FLEET_FLAGS = defineFlags({
   "registry-table": {

@@ -3,11 +3,16 @@
  * parsed and checked here, once; SERVER_FLAGS includes them.
  */
 import { ConfigError } from "../errors.js";
+import { DEFAULT_WATCH_INTERVAL_MS } from "../tenancy/limits.js";
 import { DEFAULT_MAX_AGENTS, type TenantQuotas, validateQuotas } from "../tenancy/quotas.js";
 import { isValidTenantId } from "../tenancy/tenant-id.js";
-import { defineFlags } from "./flags.js";
-import { INSTALL_FLAG_NAMES, type InstallOptions, parseInstall } from "./install-options.js";
-import type { ServerFlagValues } from "./server-options.js";
+import { defineFlags, type FlagValues } from "./flags.js";
+import {
+  INSTALL_FLAG_NAMES,
+  type INSTALL_FLAGS,
+  type InstallOptions,
+  parseInstall,
+} from "./install-options.js";
 
 export const TENANCY_FLAGS = defineFlags({
   "tenant-store-dir": {
@@ -24,7 +29,7 @@ export const TENANCY_FLAGS = defineFlags({
   },
   "tenant-watch-interval": {
     kind: "duration",
-    default: 2_000,
+    default: DEFAULT_WATCH_INTERVAL_MS,
     help: "With --tenant-store-dir: how often the store is re-read; a revoked credential is refused, and its live tunnels closed, within this interval plus one read.",
   },
   "tenant-max-tunnels": {
@@ -100,10 +105,27 @@ const QUOTA_FLAGS = {
 } as const;
 
 /**
+ * The server flags parseTenancy reads (a slice of SERVER_FLAGS' values): its own, the install
+ * route's, the fleet's table (the other tenant store), the Unix socket, and the drop-in's
+ * credential flags it refuses.
+ */
+export type TenancyFlags = FlagValues<typeof TENANCY_FLAGS> &
+  FlagValues<typeof INSTALL_FLAGS> & {
+    "registry-table": string;
+    "uds-name": string;
+    "agent-token": string;
+    "agent-token-file": string;
+    "cluster-ca-cert": string;
+    "server-ca-cert": string;
+    "allow-anonymous-callers": boolean;
+    "insecure-frontend": boolean;
+  };
+
+/**
  * Hosted mode: every credential comes from the tenant store, so the flags that configure the
  * drop-in's own credentials would be a second, unscoped way in and are refused.
  */
-export function parseTenancy(f: ServerFlagValues): TenancyOptions | null {
+export function parseTenancy(f: TenancyFlags): TenancyOptions | null {
   if (f["tenant-store-dir"] && f["registry-table"]) {
     throw new ConfigError(
       "--tenant-store-dir cannot be used with --registry-table: a fleet's tenants are in its table",

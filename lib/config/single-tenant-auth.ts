@@ -1,8 +1,21 @@
 import { ConfigError } from "../errors.js";
-import type { ServerFlagValues } from "./server-options.js";
+
+/** The server flags the drop-in's check reads (a slice of SERVER_FLAGS' values). */
+export interface SingleTenantAuthFlags {
+  "tenant-ca-cert": string;
+  "uds-tenant": string;
+  "uds-name": string;
+  "server-cert": string;
+  "server-ca-cert": string;
+  "allow-anonymous-callers": boolean;
+  "insecure-frontend": boolean;
+  "cluster-ca-cert": string;
+  "agent-token-file": string;
+  "agent-token": string;
+}
 
 /** What the single-tenant drop-in needs: callers and agents must each have a way to authenticate. */
-export function checkSingleTenantAuth(f: ServerFlagValues): void {
+export function checkSingleTenantAuth(f: SingleTenantAuthFlags): void {
   for (const flag of ["tenant-ca-cert", "uds-tenant"] as const) {
     if (f[flag]) throw new ConfigError(`--${flag} needs --tenant-store-dir`);
   }

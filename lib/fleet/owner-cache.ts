@@ -12,7 +12,7 @@
 import type { FleetRegistry } from "../registry/fleet-registry.js";
 import { liveOwners } from "../registry/liveness.js";
 import type { OwnerRow } from "../registry/model.js";
-import { ROUTE_FRESH_MS, ROUTE_IDLE_MS, ROUTE_NEGATIVE_FRESH_MS } from "./fleet-durations.js";
+import { ROUTE_FRESH_MS, ROUTE_IDLE_MS, ROUTE_NEGATIVE_FRESH_MS } from "../server/durations.js";
 import type { InstanceView } from "./instance-view.js";
 
 export type RouteRead = "miss" | "refresh" | "not_here";

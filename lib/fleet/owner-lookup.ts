@@ -11,7 +11,7 @@
  * - Neither names an owner: "no agent", saying why.
  */
 import { NoAgentError } from "../errors.js";
-import { ROUTE_PROBE_AFTER_MS } from "./fleet-durations.js";
+import { ROUTE_PROBE_AFTER_MS } from "../server/durations.js";
 import type { OwnerCache, RouteRead } from "./owner-cache.js";
 import type { PeerProbe } from "./peer-probe.js";
 import type { RegistryHealth } from "./registry-health.js";

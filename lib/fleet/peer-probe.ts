@@ -18,7 +18,7 @@ import {
   ROUTE_PROBE_MAX_IN_FLIGHT,
   ROUTE_PROBE_NEGATIVE_FRESH_MS,
   ROUTE_PROBE_TIMEOUT_MS,
-} from "./fleet-durations.js";
+} from "../server/durations.js";
 import type { InstanceView } from "./instance-view.js";
 import type { PeerLinks } from "./peer/peer-links.js";
 

@@ -6,7 +6,7 @@
  * ROUTE_PROBE_AFTER_MS, and once that read times out the dials after it ask the peers at once
  * (owner-lookup.ts, peer-probe.ts).
  */
-import { ROUTE_REGISTRY_DOWN_MS } from "./fleet-durations.js";
+import { ROUTE_REGISTRY_DOWN_MS } from "../server/durations.js";
 
 export interface RegistryHealthOptions {
   /** True while the leases' reads fail or hang. */

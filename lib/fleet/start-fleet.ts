@@ -40,8 +40,14 @@ export interface HostedParts {
 }
 
 /** Joins the fleet `opts.fleet` describes (the caller checked it is set). */
+/** What joining the fleet reads of the server's options. */
+export type StartFleetOptions = Pick<
+  ServerOptions,
+  "fleet" | "peer" | "serverId" | "backendDialTimeoutMs" | "tlsMinVersion"
+>;
+
 export async function startFleet(
-  opts: ServerOptions,
+  opts: StartFleetOptions,
   deps: { log: Logger; metrics: ServerMetrics; dynamo?: DynamoClientOptions },
 ): Promise<HostedParts> {
   const config = opts.fleet;

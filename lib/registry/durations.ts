@@ -1,6 +1,8 @@
 /**
  * Every duration and bound of the fleet registry, each with its reason. Costs that follow from
- * them are worked out in docs/REGISTRY.md.
+ * them are worked out in docs/REGISTRY.md. The lease flags' defaults (lib/config/fleet-options.ts)
+ * refer to these; routing's and the peer links' durations are the server's
+ * (lib/server/durations.ts).
  */
 
 /**

@@ -27,6 +27,13 @@ import { BackendRegistry } from "./core/backend-registry.js";
 import type { AgentDirectory, Dialer } from "./core/dial-context.js";
 import type { GrpcFrontendSession } from "./core/frontend-session.js";
 import { chooserFor } from "./core/proxy-strategies.js";
+import {
+  DRAIN_POLL_MS,
+  DRAIN_SETTLE_MS,
+  IDLE_PROBES_PER_SECOND,
+  REFUSAL_THROTTLE_COOLDOWN_MS,
+  REFUSAL_THROTTLE_MAX_SOURCES,
+} from "./durations.js";
 import { adminReadinessRoutes, healthRoutes, type ReadinessState } from "./health-routes.js";
 import { buildAgentListener } from "./listeners/agent-listener.js";
 import { createCallerFront } from "./listeners/caller-front.js";
@@ -35,13 +42,6 @@ import { buildInstallListener } from "./listeners/install-listener.js";
 import { ListenerSet } from "./listeners/listener-set.js";
 import type { GatewayPolicy } from "./policy/gateway-policy.js";
 import { releasingOnCancel, releasingOnEnd, unlimitedQuotas } from "./policy/tenant-quotas.js";
-import {
-  DRAIN_POLL_MS,
-  DRAIN_SETTLE_MS,
-  IDLE_PROBES_PER_SECOND,
-  REFUSAL_THROTTLE_COOLDOWN_MS,
-  REFUSAL_THROTTLE_MAX_SOURCES,
-} from "./timeouts.js";
 
 export interface GatewayAddresses {
   frontend: AddressInfo | null;

@@ -6,7 +6,7 @@ import {
   tcpIdleTimeoutSeconds,
 } from "../../cdk/lib/timing.js";
 import { AGENT_FLAGS } from "../../lib/config/agent-options.js";
-import { SERVER_FLAGS } from "../../lib/config/server-options.js";
+import { SERVER_FLAGS } from "../../lib/config/server-flags.js";
 
 describe("the deployment's durations", () => {
   it("follow the server's --graceful-shutdown-timeout, within Fargate's stop timeout", () => {

@@ -16,7 +16,7 @@ import type { DialAuditRecord } from "../../lib/server/audit/audit-record.js";
 import type { AgentDirectory } from "../../lib/server/core/dial-context.js";
 import { Gateway, type GatewayDeps } from "../../lib/server/gateway.js";
 import { openPolicy } from "../../lib/server/policy/open-policy.js";
-import { DEFAULT_DIAL_TIMEOUT_MS } from "../../lib/tunnel/timeouts.js";
+import { DEFAULT_DIAL_TIMEOUT_MS } from "../../lib/tunnel/durations.js";
 import { captureLogger } from "./gateway.js";
 import type { TestPki } from "./pki.js";
 

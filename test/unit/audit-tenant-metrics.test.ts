@@ -1,10 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ServerMetrics } from "../../lib/metrics/server-metrics.js";
-import {
-  OTHER_TENANTS,
-  TENANT_SERIES_IDLE_MS,
-  TenantMetrics,
-} from "../../lib/server/audit/tenant-metrics.js";
+import { OTHER_TENANTS, TenantMetrics } from "../../lib/server/audit/tenant-metrics.js";
+import { TENANT_SERIES_IDLE_MS } from "../../lib/server/durations.js";
 
 /** The kgw_tenant_* lines of a scrape, as "name{labels} value". */
 async function scrape(m: ServerMetrics): Promise<string[]> {

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { TENANT_FLAGS } from "../../lib/commands/tenant/parse-tenant-command.js";
 import { AGENT_FLAGS } from "../../lib/config/agent-options.js";
-import { SERVER_FLAGS } from "../../lib/config/server-options.js";
+import { SERVER_FLAGS } from "../../lib/config/server-flags.js";
 
 // The configuration reference must list every flag the code accepts, so docs cannot drift.
 const reference = readFileSync(new URL("../../docs/CONFIGURATION.md", import.meta.url), "utf8");

@@ -10,18 +10,18 @@ import { InstanceView } from "../../lib/fleet/instance-view.js";
 import { OwnerCache } from "../../lib/fleet/owner-cache.js";
 import type { PeerAgentsAnswer } from "../../lib/fleet/peer/peer-agents-call.js";
 import { type PeerInstance, peerBackoffMs } from "../../lib/fleet/peer/peer-link.js";
-import {
-  PEER_DIAL_TIMEOUT_MARGIN_MS,
-  PEER_FAILURE_BACKOFF_BASE_MS,
-  PEER_FAILURE_BACKOFF_MAX_MS,
-  peerDialTimeoutMs,
-} from "../../lib/fleet/peer/peer-timeouts.js";
 import { PeerProbe } from "../../lib/fleet/peer-probe.js";
 import { RegistryHealth } from "../../lib/fleet/registry-health.js";
 import { RoutedDial, type RoutingDeps } from "../../lib/fleet/routed-dial.js";
 import { silentLogger } from "../../lib/observability/logger.js";
 import type { InstanceLease, OwnerRow } from "../../lib/registry/model.js";
 import type { DialContext } from "../../lib/server/core/dial-context.js";
+import {
+  PEER_DIAL_TIMEOUT_MARGIN_MS,
+  PEER_FAILURE_BACKOFF_BASE_MS,
+  PEER_FAILURE_BACKOFF_MAX_MS,
+  peerDialTimeoutMs,
+} from "../../lib/server/durations.js";
 import type { BackendLink, DialHandle, FrontendEnd } from "../../lib/tunnel/endpoints.js";
 
 const log = silentLogger();

@@ -17,7 +17,7 @@ import type { FleetRegistry } from "../../lib/registry/fleet-registry.js";
 import { MemoryRegistry } from "../../lib/registry/memory-registry.js";
 import type { AgentSession } from "../../lib/server/core/agent-session.js";
 import { BackendRegistry } from "../../lib/server/core/backend-registry.js";
-import { DEFAULT_DIAL_TIMEOUT_MS } from "../../lib/tunnel/timeouts.js";
+import { DEFAULT_DIAL_TIMEOUT_MS } from "../../lib/tunnel/durations.js";
 import { waitFor } from "../helpers/agent.js";
 import { captureLogger } from "../helpers/gateway.js";
 import { getPeerPki } from "../helpers/peer.js";

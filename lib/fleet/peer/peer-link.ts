@@ -17,13 +17,13 @@ import { type TLSSocket, connect as tlsConnect } from "node:tls";
 import type { TlsMinVersion } from "../../config/tls.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
-import type { Http2PeerWatch } from "../../transport/http2-peer-watch.js";
-import { checkPeerServerIdentity } from "./peer-identity.js";
 import {
   PEER_CONNECTION_WINDOW_BYTES,
   PEER_FAILURE_BACKOFF_JITTER,
   PEER_STREAM_WINDOW_BYTES,
-} from "./peer-timeouts.js";
+} from "../../server/durations.js";
+import type { Http2PeerWatch } from "../../transport/http2-peer-watch.js";
+import { checkPeerServerIdentity } from "./peer-identity.js";
 
 /** Another instance of the fleet, as the registry names it. */
 export interface PeerInstance {
@@ -197,7 +197,7 @@ export class PeerLink {
       },
       settings: { initialWindowSize: PEER_STREAM_WINDOW_BYTES, enablePush: false },
       // Node refuses new streams once a session buffers more than this (10 MB by default); the
-      // per-stream windows already bound what each tunnel holds (peer-timeouts.ts).
+      // per-stream windows already bound what each tunnel holds (lib/server/durations.ts).
       maxSessionMemory: Number.MAX_SAFE_INTEGER,
     });
     this.current = session;

@@ -21,15 +21,6 @@ import { PeerUnavailableError } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
 import type { DialContext } from "../../server/core/dial-context.js";
-import { PEER_WATCH_STALL_MS, PEER_WATCH_TICK_MS } from "../../server/timeouts.js";
-import { Http2PeerWatch, tcpPeerGone } from "../../transport/http2-peer-watch.js";
-import { readPem } from "../../transport/tls-files.js";
-import type { DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
-import { askPeerAgents, type PeerAgentsAnswer } from "./peer-agents-call.js";
-import { PeerCallStream } from "./peer-call-stream.js";
-import { PEER_PROXY_PATH, peerContextHeaders } from "./peer-context.js";
-import { PeerDial, type PeerDialOutcome } from "./peer-dial.js";
-import { type PeerInstance, PeerLink, type PeerTimings, type PeerTlsMaterial } from "./peer-link.js";
 import {
   PEER_CONNECT_TIMEOUT_MS,
   PEER_FAILURE_BACKOFF_BASE_MS,
@@ -39,8 +30,18 @@ import {
   PEER_MAX_MESSAGE_BYTES,
   PEER_STREAM_HIGH_WATER_BYTES,
   PEER_WATCH_ANSWER_MS,
+  PEER_WATCH_STALL_MS,
+  PEER_WATCH_TICK_MS,
   peerDialTimeoutMs,
-} from "./peer-timeouts.js";
+} from "../../server/durations.js";
+import { Http2PeerWatch, tcpPeerGone } from "../../transport/http2-peer-watch.js";
+import { readPem } from "../../transport/tls-files.js";
+import type { DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
+import { askPeerAgents, type PeerAgentsAnswer } from "./peer-agents-call.js";
+import { PeerCallStream } from "./peer-call-stream.js";
+import { PEER_PROXY_PATH, peerContextHeaders } from "./peer-context.js";
+import { PeerDial, type PeerDialOutcome } from "./peer-dial.js";
+import { type PeerInstance, PeerLink, type PeerTimings, type PeerTlsMaterial } from "./peer-link.js";
 
 export type { PeerInstance, PeerTimings, PeerTlsMaterial } from "./peer-link.js";
 
@@ -55,7 +56,7 @@ export interface PeerLinksOptions {
    * waits that long for the owner's answer, plus PEER_DIAL_TIMEOUT_MARGIN_MS (peerDialTimeoutMs).
    */
   backendDialTimeoutMs: number;
-  /** For tests: shorter durations than peer-timeouts.ts. */
+  /** For tests: shorter durations than lib/server/durations.ts. */
   timings?: Partial<PeerTimings>;
   /** For tests: the clock failures are timed by, and the jitter of their backoff. */
   clock?: () => number;

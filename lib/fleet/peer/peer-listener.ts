@@ -26,8 +26,8 @@ import { GrpcCode } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
 import type { Dialer } from "../../server/core/dial-context.js";
+import { MAX_MESSAGE_BYTES, PEER_KEEPALIVE_MS, PEER_KEEPALIVE_TIMEOUT_MS } from "../../server/durations.js";
 import type { ListenerSet } from "../../server/listeners/listener-set.js";
-import { MAX_MESSAGE_BYTES } from "../../server/timeouts.js";
 import type { GrpcMethodHandler, GrpcRequest } from "../../transport/grpc-server.js";
 import { listenTcp } from "../../transport/listen.js";
 import { serverTlsSettings } from "../../transport/tls-files.js";
@@ -35,7 +35,6 @@ import { PEER_AGENTS_HEADER, PEER_AGENTS_PATH } from "./peer-agents-call.js";
 import { PEER_PROXY_PATH, parsePeerContext, parsePeerTenant } from "./peer-context.js";
 import { PEER_IDENTITY_URI, peerCertificateProblem } from "./peer-identity.js";
 import { PeerServeSession } from "./peer-session.js";
-import { PEER_KEEPALIVE_MS, PEER_KEEPALIVE_TIMEOUT_MS } from "./peer-timeouts.js";
 
 export interface PeerListenerDeps {
   /** The gateway's local-only dialer (no forwarding). */
@@ -46,10 +45,13 @@ export interface PeerListenerDeps {
   metrics: ServerMetrics;
 }
 
+/** What the peer listener reads of the server's options. */
+export type PeerListenerOptions = Pick<ServerOptions, "peer" | "handshakes" | "tlsMinVersion">;
+
 /** Builds the peer listener on `set` and listens; resolves with its address. */
 export async function buildPeerListener(
   set: ListenerSet,
-  opts: ServerOptions,
+  opts: PeerListenerOptions,
   deps: PeerListenerDeps,
 ): Promise<AddressInfo> {
   const peer = opts.peer;

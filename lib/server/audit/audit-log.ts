@@ -12,6 +12,7 @@ import { pino } from "pino";
 import { ConfigError } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
+import { AUDIT_CLOSE_TIMEOUT_MS, AUDIT_ERROR_LOG_INTERVAL_MS } from "../durations.js";
 import { AUDIT_RECORD_MAX_BYTES, type DialAuditRecord } from "./audit-record.js";
 import type { AuditSink } from "./audit-sink.js";
 
@@ -28,12 +29,6 @@ export const AUDIT_BUFFER_BYTES = 16 * 1024 * 1024;
 
 /** Records name tenants, callers and destinations: for the server's user only. */
 export const AUDIT_FILE_MODE = 0o600;
-
-/** A failing destination (a full disk) is reported at most this often, not once per record. */
-const AUDIT_ERROR_LOG_INTERVAL_MS = 60_000;
-
-/** How long `close` waits for buffered records to reach the destination before giving up. */
-const AUDIT_CLOSE_TIMEOUT_MS = 5_000;
 
 export interface AuditLog extends AuditSink {
   /** Opens the file again by its name (after rotation moved it); a no-op on stdout. */

@@ -14,21 +14,11 @@
  * they reach prom-client when the registry is read, as TalliedCounter does.
  */
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
+import { TENANT_SERIES_IDLE_MS, TENANT_SERIES_SWEEP_MIN_INTERVAL_MS } from "../durations.js";
 import { DIAL_OUTCOMES, type DialOutcome } from "./audit-record.js";
 
 /** The label under which tenants beyond the limit are counted. */
 export const OTHER_TENANTS = "_other";
-
-/**
- * How long a labelled tenant with no agent, dial or tunnel on this instance keeps its series.
- * Longer than a few scrape intervals, so that an agent that reconnects or a tenant that dials
- * now and then does not make its series (and its counters' history) flap; short enough that
- * tenants that moved to other instances or were deleted free their places within the hour.
- */
-export const TENANT_SERIES_IDLE_MS = 15 * 60_000;
-
-/** At most one sweep for idle series per this long, however often tenants come and go. */
-const SWEEP_MIN_INTERVAL_MS = 1_000;
 
 /** The series of one label: one tenant's, or `_other`'s. Fields are the data path's to bump. */
 export class TenantSeries {
@@ -134,7 +124,7 @@ export class TenantMetrics {
   /** Drops the series of labels idle for TENANT_SERIES_IDLE_MS (at most once a second unless forced). */
   private sweep(force: boolean): void {
     const now = this.now();
-    if (!force && now - this.lastSweep < SWEEP_MIN_INTERVAL_MS) return;
+    if (!force && now - this.lastSweep < TENANT_SERIES_SWEEP_MIN_INTERVAL_MS) return;
     this.lastSweep = now;
     for (const s of this.series.values()) {
       if (s.users > 0 || now - s.idleSince < TENANT_SERIES_IDLE_MS) continue;

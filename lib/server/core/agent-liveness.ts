@@ -20,11 +20,7 @@
  * first dial it fails to take, not at the next periodic probe.
  */
 
-/**
- * A dial sent to an agent silent for longer than this brings a probe along. Shorter would probe
- * on nearly every dial of a busy agent, which answers with its packets anyway.
- */
-export const DIAL_PROBE_AFTER_SILENCE_MS = 250;
+import { DIAL_PROBE_AFTER_SILENCE_MS } from "../durations.js";
 
 export interface LivenessTimes {
   /** A silent agent is probed this often; 0 disables liveness tracking altogether. */

@@ -36,12 +36,12 @@ import {
   packetTypeName,
   serverCountUpdate,
 } from "../../proto/packet.js";
+import { CLOSE_ACK_TIMEOUT_MS } from "../../tunnel/durations.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
 import { ConnectionCredit, OPEN_WINDOW_AFTER_BYTES, type WindowBudget } from "../../tunnel/flow-control.js";
 import { PacketSink } from "../../tunnel/packet-sink.js";
 import type { PacketStream } from "../../tunnel/packet-stream.js";
 import { PauseLatch } from "../../tunnel/pause-latch.js";
-import { CLOSE_ACK_TIMEOUT_MS } from "../../tunnel/timeouts.js";
 import { AgentLiveness } from "./agent-liveness.js";
 import type { AgentInfo, AgentSessionOptions } from "./agent-session-options.js";
 

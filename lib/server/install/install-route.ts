@@ -27,6 +27,7 @@ import { redeemInstallToken } from "../../tenancy/install/store-operations.js";
 import type { TenantStore } from "../../tenancy/store.js";
 import { sourceKey } from "../../transport/handshake-gate.js";
 import type { GetRequest } from "../../transport/http-connect-parser.js";
+import { INSTALL_ANSWER_TIMEOUT_MS, INSTALL_LINGER_MS } from "../durations.js";
 import { formatInstallResponse, type InstallOutcome, outcomeForRefusal } from "./install-response.js";
 
 /** The route's path; the token's own grammar is checked by redeemInstallToken. */
@@ -47,10 +48,6 @@ export const MAX_INSTALL_IN_FLIGHT = 16;
  * more than MAX_INSTALL_IN_FLIGHT entries.
  */
 export const MAX_INSTALL_IN_FLIGHT_PER_SOURCE = 4;
-/** From the parsed head to the answer: a store read, a conditional write (with retries), a render. */
-export const INSTALL_ANSWER_TIMEOUT_MS = 10_000;
-/** After the answer, how long a client may take to read it and close before it is cut off. */
-export const INSTALL_LINGER_MS = 10_000;
 /**
  * Bytes read and dropped after the head. A GET has no body, but closing with unread bytes makes
  * the kernel answer with a reset that can destroy the response in flight; past this, the peer

@@ -15,8 +15,8 @@ import { TUNNEL_ALPN } from "../../proto/tunnel-frames.js";
 import { acceptFrontendConnection } from "../../transport/frontend-connection.js";
 import { AGENT_SERVICE } from "../../transport/grpc-services.js";
 import { serverTlsSettings } from "../../transport/tls-files.js";
+import { AGENT_PROBE_ANSWER_MS, KEEPALIVE_TIMEOUT_MS, MAX_MESSAGE_BYTES } from "../durations.js";
 import type { InstallRoute } from "../install/install-route.js";
-import { AGENT_PROBE_ANSWER_MS, KEEPALIVE_TIMEOUT_MS, MAX_MESSAGE_BYTES } from "../timeouts.js";
 import type { AgentAdmissionDeps } from "./agent-admission.js";
 import { createAgentConnectHandler } from "./agent-connect-handler.js";
 import { createAgentTunnelHandler } from "./agent-tunnel-handler.js";
@@ -35,9 +35,21 @@ export type AgentListenerDeps = Pick<
     probeSlot?: () => number;
   };
 
+/**
+ * What the agent listener reads of the server's options (the request-head bounds are the
+ * frontend's: callers and the install route may share the agent port).
+ */
+export type AgentListenerOptions = Pick<
+  ServerOptions,
+  "serverId" | "serverCount" | "backendDialTimeoutMs" | "handshakes" | "tlsMinVersion"
+> & {
+  agent: Pick<ServerOptions["agent"], "tls" | "keepaliveMs" | "probeIntervalMs" | "livenessTimeoutMs">;
+  frontend: Pick<ServerOptions["frontend"], "maxHeaderBytes" | "headerTimeoutMs">;
+};
+
 export function buildAgentListener(
   set: ListenerSet,
-  opts: ServerOptions,
+  opts: AgentListenerOptions,
   deps: AgentListenerDeps,
   callers?: CallerFront,
   install?: InstallRoute,

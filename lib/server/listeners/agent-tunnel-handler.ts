@@ -18,10 +18,8 @@ import {
   parseHello,
   readHandshakeFrame,
 } from "../../transport/tunnel-handshake.js";
+import { REFUSED_LINGER_MS } from "../durations.js";
 import { type AgentAdmissionDeps, admitAgent, recordRefusal } from "./agent-admission.js";
-
-/** After REFUSED, how long the agent may take to close before we do. */
-const REFUSED_LINGER_MS = 2_000;
 
 export interface AgentTunnelOptions {
   handshakeTimeoutMs: number;

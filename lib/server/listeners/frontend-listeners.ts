@@ -12,7 +12,7 @@ import { PROXY_SERVICE } from "../../transport/grpc-services.js";
 import { listenTcp, listenUnix } from "../../transport/listen.js";
 import { serverTlsSettings } from "../../transport/tls-files.js";
 import type { CallerListener } from "../core/dial-context.js";
-import { KEEPALIVE_TIMEOUT_MS, MAX_MESSAGE_BYTES } from "../timeouts.js";
+import { KEEPALIVE_TIMEOUT_MS, MAX_MESSAGE_BYTES } from "../durations.js";
 import type { CallerFront } from "./caller-front.js";
 import type { ListenerSet } from "./listener-set.js";
 
@@ -23,9 +23,12 @@ export interface FrontendAddresses {
   uds: string | null;
 }
 
+/** What the frontend listeners read of the server's options. */
+export type FrontendListenerOptions = Pick<ServerOptions, "frontend" | "handshakes" | "tlsMinVersion">;
+
 export async function buildFrontendListeners(
   set: ListenerSet,
-  opts: ServerOptions,
+  opts: FrontendListenerOptions,
   callers: CallerFront,
 ): Promise<FrontendAddresses> {
   const watch = set.peerWatch("frontend", KEEPALIVE_TIMEOUT_MS);

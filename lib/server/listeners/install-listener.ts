@@ -21,9 +21,18 @@ import type { ListenerSet } from "./listener-set.js";
 
 const LISTENER = "install";
 
+/**
+ * What the install listener reads of the server's options: it serves with the agent port's
+ * certificate and the frontend's request-head bounds.
+ */
+export type InstallListenerOptions = Pick<ServerOptions, "handshakes" | "tlsMinVersion"> & {
+  agent: Pick<ServerOptions["agent"], "tls">;
+  frontend: Pick<ServerOptions["frontend"], "maxHeaderBytes" | "headerTimeoutMs">;
+};
+
 export function buildInstallListener(
   set: ListenerSet,
-  opts: ServerOptions,
+  opts: InstallListenerOptions,
   install: InstallRoute,
   deps: { log: Logger; metrics: ServerMetrics },
 ): TlsServer {

@@ -14,7 +14,7 @@ import { closeServer } from "../../transport/listen.js";
 import type { RefusalThrottle } from "../../transport/refusal-throttle.js";
 import { tlsTransport } from "../../transport/reset-socket.js";
 import { SocketTracker } from "../../transport/socket-tracker.js";
-import { PEER_WATCH_STALL_MS, PEER_WATCH_TICK_MS } from "../timeouts.js";
+import { PEER_WATCH_STALL_MS, PEER_WATCH_TICK_MS } from "../durations.js";
 
 export class ListenerSet {
   private readonly servers: Server[] = [];

@@ -50,7 +50,13 @@ export const holdNothing: CredentialHold = () => () => {};
 /** Every dial an authenticated caller asks for (the agent applies its destination policy). */
 export const allowEveryDial: DialAuthorizer = (_ctx, req) => req;
 
-function loadTokenHashes(opts: ServerOptions): Buffer[] {
+/** What the drop-in's policy reads of the server's options: the agents' credentials and whether callers need one. */
+export interface SingleTenantPolicyOptions {
+  agent: Pick<ServerOptions["agent"], "tokens" | "tokenFile" | "tls">;
+  frontend: Pick<ServerOptions["frontend"], "anonymousCallers">;
+}
+
+function loadTokenHashes(opts: SingleTenantPolicyOptions): Buffer[] {
   const tokens = [...opts.agent.tokens];
   if (opts.agent.tokenFile) {
     try {
@@ -65,7 +71,7 @@ function loadTokenHashes(opts: ServerOptions): Buffer[] {
 }
 
 /** The drop-in konnectivity-server: one tenant, "default"; agents by token or certificate. */
-export function singleTenantPolicy(opts: ServerOptions): GatewayPolicy {
+export function singleTenantPolicy(opts: SingleTenantPolicyOptions): GatewayPolicy {
   return {
     authenticateAgent: staticAgentAuthenticator({
       tokenHashes: loadTokenHashes(opts),

@@ -11,11 +11,14 @@ import type { Logger } from "../../observability/logger.js";
 import { openFileTenantStore } from "../../tenancy/file-store/file-tenant-store.js";
 import type { TenantStore } from "../../tenancy/store.js";
 import { openInstallRoute } from "../install/open-install-route.js";
-import { type GatewayPolicy, singleTenantPolicy } from "./gateway-policy.js";
+import { type GatewayPolicy, type SingleTenantPolicyOptions, singleTenantPolicy } from "./gateway-policy.js";
 import { tenantPolicy } from "./tenant-policy.js";
 
+/** The tenant store's settings, or (null) the drop-in's credentials. */
+export type PolicyOptions = Pick<ServerOptions, "tenancy"> & SingleTenantPolicyOptions;
+
 export async function openPolicy(
-  opts: ServerOptions,
+  opts: PolicyOptions,
   log: Logger,
   metrics: ServerMetrics,
   /** The DynamoDB client a fleet's tenant store uses (shared with the registry; not closed here). */

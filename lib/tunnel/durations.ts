@@ -1,5 +1,8 @@
 /**
- * Named durations of the tunnel core. Each has a reason; flags override the ones operators tune.
+ * Named durations of the tunnel core, shared by both sides (the agent's own are in
+ * lib/agent/durations.ts, the server's and its fleet's in lib/server/durations.ts). Each has a
+ * reason; flags override the ones operators tune, and their defaults refer to these (lib/config/
+ * sits above this layer, so the default lives here, once).
  */
 
 /**

@@ -1,5 +1,10 @@
 /**
- * Named durations of the agent that are not flags. Each has a reason.
+ * The agent's fixed durations, each with its reason. Durations an operator may need to change are
+ * flags instead (lib/config/agent-options.ts).
+ *
+ * One durations file per side: this one; the server's and its fleet's in lib/server/durations.ts;
+ * the tunnel protocol's, shared by both sides, in lib/tunnel/durations.ts; the registry's in
+ * lib/registry/durations.ts.
  */
 
 /**
@@ -64,3 +69,11 @@ export const SERVER_PING_AFTER_SILENCE_MS = 5_000;
  * many round trips even on a long path, so a server that has not answered is not running.
  */
 export const SERVER_PING_TIMEOUT_MS = 3_000;
+
+/**
+ * After a server answered ALPN with h2, connections to this endpoint go straight to gRPC for a
+ * while instead of probing each time (server-connection.ts). Not only to save a handshake: behind
+ * a round-robin load balancer, probe and fallback land on alternate servers, and an agent that
+ * always probed would reach only every other one.
+ */
+export const TUNNEL_REPROBE_MS = 10 * 60_000;
