@@ -34,7 +34,7 @@
 import { EventEmitter } from "node:events";
 import type { AgentMetrics } from "../metrics/agent-metrics.js";
 import type { Logger } from "../observability/logger.js";
-import { Backoff } from "./backoff.js";
+import { Backoff } from "../util/backoff.js";
 import { CONNECT_HEDGE_AFTER_MS } from "./durations.js";
 
 /**

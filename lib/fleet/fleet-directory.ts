@@ -1,5 +1,5 @@
 /**
- * Where a dial goes in a fleet (GatewayDeps.directory): this instance's own answering agents
+ * Where a dial goes in a fleet (FleetMembership.directory, lib/server/routing.ts): this instance's own answering agents
  * first, as a single instance would; otherwise an instance that holds the tenant's agents, over
  * a peer link (routed-dial.ts). Dials forwarded here by a peer never come through this: the
  * gateway serves them from its own agents only (Gateway.dialLocal), so a dial crosses at most

@@ -1,8 +1,9 @@
 /**
  * This instance as a member of a fleet: its lease, the ownership rows of the agents connected
  * here, the sweeper of dead instances' rows, its view of the other instances, and the routing
- * of dials to them over peer links. The gateway sees four things (services/server/main.ts wires
- * them): a directory for its dials, the serverCount to tell agents, readiness, and drain.
+ * of dials to them over peer links. The gateway sees it as its FleetMembership
+ * (lib/server/routing.ts; services/server/main.ts wires it): a directory for its dials, the peer
+ * port's listener, the serverCount to tell agents, readiness, and drain.
  *
  * Nothing here blocks a dial or an agent on the registry, and nothing drops a live tunnel
  * because the registry is unreachable: writes queue (OwnershipWriter), reads keep the last view
@@ -19,11 +20,13 @@ import type { AgentSession } from "../server/core/agent-session.js";
 import type { BackendRegistry } from "../server/core/backend-registry.js";
 import type { AgentDirectory } from "../server/core/dial-context.js";
 import { ROUTE_READ_TIMEOUT_MS } from "../server/durations.js";
+import type { FleetMembership } from "../server/routing.js";
 import { FleetDirectory } from "./fleet-directory.js";
 import { InstanceView } from "./instance-view.js";
 import { reportKeepers } from "./keeper-reports.js";
 import { OwnerCache } from "./owner-cache.js";
 import { PeerLinks, type PeerTlsMaterial } from "./peer/peer-links.js";
+import { buildPeerListener } from "./peer/peer-listener.js";
 import { PeerProbe } from "./peer-probe.js";
 import { RegistryHealth } from "./registry-health.js";
 
@@ -60,7 +63,7 @@ export interface FleetState {
   };
 }
 
-export class Fleet {
+export class Fleet implements FleetMembership {
   private readonly keeper: LeaseKeeper;
   private readonly writer: OwnershipWriter;
   private readonly sweeper: Sweeper;
@@ -180,6 +183,9 @@ export class Fleet {
       registry: this.registryHealth,
     });
   }
+
+  /** The peer port, where the other instances forward dials for the agents here. */
+  readonly servePeers = buildPeerListener;
 
   /**
    * serverCount for a connecting agent: the redundancy asked for, but no more than are alive.

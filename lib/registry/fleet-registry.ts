@@ -1,8 +1,8 @@
 /**
  * The fleet registry: which instances are alive (leases) and which instances hold a stream of
  * which tenant's agents (ownership rows). Two implementations share this contract and one test
- * suite (test/unit/registry.contract.ts): MemoryRegistry, the embedded default of a
- * single-instance run, and DynamoRegistry for a hosted fleet.
+ * suite (test/unit/registry.contract.ts): DynamoRegistry for a hosted fleet, and the tests'
+ * MemoryRegistry (test/helpers/memory-registry.ts). A single-instance run has no registry.
  *
  * Every write is one item with a condition, no transactions, so DynamoDB-compatible local
  * servers behave as AWS does. The conditions are the fencing:

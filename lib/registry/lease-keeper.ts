@@ -14,7 +14,7 @@
  *   rows meanwhile, so the OwnershipWriter re-claims them on it.
  */
 import { EventEmitter } from "node:events";
-import { Backoff } from "../agent/backoff.js";
+import { Backoff } from "../util/backoff.js";
 import {
   DEFAULT_HEARTBEAT_MS,
   DEFAULT_LEASE_MS,

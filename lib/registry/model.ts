@@ -1,7 +1,8 @@
 /**
  * What the fleet registry holds: one lease per gateway instance and one ownership row per
- * (tenant, agent, instance). Both implementations (memory-registry.ts, dynamo/) store exactly
- * these shapes; docs/REGISTRY.md has the DynamoDB items.
+ * (tenant, agent, instance). Both implementations (dynamo/, and the tests'
+ * test/helpers/memory-registry.ts) store exactly these shapes; docs/REGISTRY.md has the
+ * DynamoDB items.
  *
  * Times are milliseconds since the epoch, written by the instance that owns the item from its
  * own clock. Readers compare them with theirs (liveness.ts), so clock skew between instances

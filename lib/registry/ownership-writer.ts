@@ -16,7 +16,7 @@
  * re-claims every connected agent's row, the ones a sweeper removed while we were away included.
  */
 import { EventEmitter } from "node:events";
-import { Backoff } from "../agent/backoff.js";
+import { Backoff } from "../util/backoff.js";
 import {
   MAX_PENDING_RELEASES,
   OWNER_RETRY_BASE_MS,

@@ -42,6 +42,7 @@ import { buildInstallListener } from "./listeners/install-listener.js";
 import { ListenerSet } from "./listeners/listener-set.js";
 import type { GatewayPolicy } from "./policy/gateway-policy.js";
 import { releasingOnCancel, releasingOnEnd, unlimitedQuotas } from "./policy/tenant-quotas.js";
+import type { FleetMembership, GatewayRouting } from "./routing.js";
 
 export interface GatewayAddresses {
   frontend: AddressInfo | null;
@@ -63,36 +64,22 @@ export interface GatewayDeps {
    */
   policy: GatewayPolicy;
   /**
-   * Where dials go, given the local agent registry: the registry itself unless a fleet wraps it
-   * with remote owners.
-   */
-  directory?: (local: BackendRegistry) => AgentDirectory;
-  /**
-   * Hosted fleet membership (lib/fleet/fleet.ts): where dials go, the serverCount agents are
-   * told, readiness (the lease, agents or not) and the first and last steps of a shutdown.
+   * Hosted fleet membership (lib/fleet/fleet.ts): where dials go and who serves the peer port
+   * (routing.ts), the serverCount agents are told, readiness (the lease, agents or not) and the
+   * first and last steps of a shutdown.
    */
   fleet?: FleetMembership;
+  /**
+   * Without a fleet: where dials go, and who serves --peer-port when it is on (a peer port on its
+   * own, a test's forwarding directory). Ignored when a fleet is given: it brings its own.
+   */
+  routing?: GatewayRouting;
   metrics?: ServerMetrics;
   /**
    * Where each dial's audit record goes. Without one, the gateway opens what --audit-log names
    * (nothing when it is empty). The gateway closes it when it closes.
    */
   audit?: AuditSink;
-}
-
-/** What the gateway needs of its fleet (lib/fleet/fleet.ts implements it). */
-export interface FleetMembership {
-  directory(local: BackendRegistry): AgentDirectory;
-  serverCount(): number;
-  /** Calls `listener` when serverCount changes; returns an unsubscribe function. */
-  onServerCountChange(listener: (count: number) => void): () => void;
-  ready(): boolean;
-  /** For /readyz?verbose on the admin port. */
-  state(): object;
-  /** Tell the fleet to route elsewhere; never throws. */
-  drain(): Promise<void>;
-  /** Leave the fleet: rows and lease released (within `flushMs`), peer links closed. */
-  stop(flushMs: number): Promise<void>;
 }
 
 /** At close, how long the fleet may take to delete the rows of the agents that were here. */
@@ -102,6 +89,7 @@ export class Gateway {
   readonly metrics: ServerMetrics;
   readonly registry: BackendRegistry;
   readonly tenantMetrics: TenantMetrics;
+  private readonly routing: GatewayRouting;
   private readonly directory: AgentDirectory;
   private readonly tracking: DialTrackerDeps;
   private accepting = true;
@@ -133,7 +121,8 @@ export class Gateway {
   ) {
     this.metrics = metrics;
     this.registry = new BackendRegistry(chooserFor(opts.proxyStrategies));
-    this.directory = deps.fleet?.directory(this.registry) ?? deps.directory?.(this.registry) ?? this.registry;
+    this.routing = deps.fleet ?? deps.routing ?? {};
+    this.directory = this.routing.directory?.(this.registry) ?? this.registry;
     const throttle = new RefusalThrottle({
       ...opts.refusalThrottle,
       cooldownMs: REFUSAL_THROTTLE_COOLDOWN_MS,
@@ -315,18 +304,26 @@ export class Gateway {
       install: await this.listenInstall(),
       health: health.address,
       admin: admin.address,
-      // Loaded only for a fleet: the peer listener's certificate code (lib/pki/, @peculiar/x509)
-      // took about 220 ms of a drop-in server's start-up (docs/PERFORMANCE.md, `scale`).
-      peer: opts.peer
-        ? await (await import("../fleet/peer/peer-listener.js")).buildPeerListener(this.listeners, opts, {
-            dialer: this.dialLocal,
-            agentsOf: (tenant) =>
-              this.accepting ? this.registry.agents(tenant).filter((a) => a.responsive).length : 0,
-            log: deps.log,
-            metrics,
-          })
-        : null,
+      peer: await this.listenPeers(),
     };
+  }
+
+  /**
+   * The peer port, when asked for: dials other instances forward here, served from this
+   * instance's own agents only (routing.ts: the fleet, or the caller, builds its listener).
+   */
+  private async listenPeers(): Promise<AddressInfo | null> {
+    const { opts, deps } = this;
+    if (!opts.peer) return null;
+    if (!this.routing.servePeers)
+      throw new Error("--peer-port without a peer listener (GatewayDeps.routing)");
+    return this.routing.servePeers(this.listeners, opts, {
+      dialer: this.dialLocal,
+      agentsOf: (tenant) =>
+        this.accepting ? this.registry.agents(tenant).filter((a) => a.responsive).length : 0,
+      log: deps.log,
+      metrics: this.metrics,
+    });
   }
 
   /** The install route's own TLS port, when asked for (listeners/install-listener.ts). */

@@ -53,8 +53,22 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     hosted = parsed.options.fleet
       ? await (await import("../../lib/fleet/start-fleet.js")).startFleet(parsed.options, { log, metrics })
       : undefined;
+    // A peer port without a fleet needs only its listener, loaded then too: its certificate code
+    // (lib/pki/, @peculiar/x509) took about 220 ms of a drop-in server's start-up
+    // (docs/PERFORMANCE.md, `scale`).
+    const routing =
+      !hosted && parsed.options.peer
+        ? { servePeers: (await import("../../lib/fleet/peer/peer-listener.js")).buildPeerListener }
+        : undefined;
     const policy = await openPolicy(parsed.options, log, metrics, hosted?.client);
-    gateway = await Gateway.start(parsed.options, { log, policy, metrics, audit, fleet: hosted?.fleet });
+    gateway = await Gateway.start(parsed.options, {
+      log,
+      policy,
+      metrics,
+      audit,
+      fleet: hosted?.fleet,
+      routing,
+    });
     if (portsFile) await writePortsFile(portsFile, boundPorts(gateway.addresses)).catch(closeOn(gateway));
   } catch (err) {
     dropEarly();

@@ -8,14 +8,16 @@
 import { parseServerOptions } from "../../lib/config/server-options.js";
 import { issuePeerCertificate } from "../../lib/fleet/peer/peer-identity.js";
 import { type PeerInstance, PeerLinks, type PeerTimings } from "../../lib/fleet/peer/peer-links.js";
+import { buildPeerListener } from "../../lib/fleet/peer/peer-listener.js";
 import { ServerMetrics } from "../../lib/metrics/server-metrics.js";
 import type { Logger } from "../../lib/observability/logger.js";
 import { writePemFiles } from "../../lib/pki/files.js";
 import type { IssuedCertificate } from "../../lib/pki/issue.js";
 import type { DialAuditRecord } from "../../lib/server/audit/audit-record.js";
 import type { AgentDirectory } from "../../lib/server/core/dial-context.js";
-import { Gateway, type GatewayDeps } from "../../lib/server/gateway.js";
+import { Gateway } from "../../lib/server/gateway.js";
 import { openPolicy } from "../../lib/server/policy/open-policy.js";
+import type { GatewayRouting } from "../../lib/server/routing.js";
 import { DEFAULT_DIAL_TIMEOUT_MS } from "../../lib/tunnel/durations.js";
 import { captureLogger } from "./gateway.js";
 import type { TestPki } from "./pki.js";
@@ -73,7 +75,7 @@ export interface FleetGateway {
  */
 export async function startFleetGateway(
   argv: string[],
-  deps: { directory?: GatewayDeps["directory"] } = {},
+  deps: { directory?: GatewayRouting["directory"] } = {},
 ): Promise<FleetGateway> {
   const parsed = parseServerOptions(argv, {});
   if (parsed.help) throw new Error("unexpected help");
@@ -88,7 +90,7 @@ export async function startFleetGateway(
     policy,
     metrics,
     audit: { write: (r) => audit.push(r) },
-    ...deps,
+    routing: { servePeers: buildPeerListener, ...deps },
   });
   const peer = gw.addresses.peer;
   return {

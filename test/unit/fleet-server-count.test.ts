@@ -8,8 +8,8 @@ import { Fleet } from "../../lib/fleet/fleet.js";
 import { FleetMetrics } from "../../lib/metrics/fleet-metrics.js";
 import { ServerMetrics } from "../../lib/metrics/server-metrics.js";
 import { silentLogger } from "../../lib/observability/logger.js";
-import { MemoryRegistry } from "../../lib/registry/memory-registry.js";
 import { DEFAULT_DIAL_TIMEOUT_MS } from "../../lib/tunnel/durations.js";
+import { MemoryRegistry } from "../helpers/memory-registry.js";
 import { getTestPki } from "../helpers/pki.js";
 
 const HEARTBEAT_MS = 50;

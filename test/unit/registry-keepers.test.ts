@@ -10,9 +10,9 @@ import { LEASE_SAFETY_MARGIN_MS } from "../../lib/registry/durations.js";
 import { RegistryUnavailableError } from "../../lib/registry/errors.js";
 import type { FleetRegistry } from "../../lib/registry/fleet-registry.js";
 import { LeaseKeeper, readyOnLease } from "../../lib/registry/lease-keeper.js";
-import { MemoryRegistry } from "../../lib/registry/memory-registry.js";
 import { OwnershipWriter } from "../../lib/registry/ownership-writer.js";
 import { Sweeper } from "../../lib/registry/sweeper.js";
+import { MemoryRegistry } from "../helpers/memory-registry.js";
 import { lease, row, T0 } from "./registry.contract.js";
 
 /** A registry that can be switched off, and counts the calls that reached it. */

@@ -1,7 +1,7 @@
 /** The embedded registry: the shared contract, plus what only it does (TTL as garbage collection). */
 import { describe, expect, it } from "vitest";
 import { OWNER_ROW_TTL_MS } from "../../lib/registry/durations.js";
-import { MemoryRegistry } from "../../lib/registry/memory-registry.js";
+import { MemoryRegistry } from "../helpers/memory-registry.js";
 import { describeRegistryContract, lease, row, T0 } from "./registry.contract.js";
 
 describeRegistryContract(

@@ -1,6 +1,6 @@
 /**
  * The FleetRegistry contract, written once. MemoryRegistry (registry-memory.test.ts) and
- * DynamoRegistry on dynalite (registry-dynamo.test.ts) both run it, so the embedded default and
+ * DynamoRegistry on dynalite (registry-dynamo.test.ts) both run it, so the tests' registry and
  * the hosted table agree on every condition: lease takeover, claim order, fenced releases,
  * several instances holding one agent, sweeping.
  */

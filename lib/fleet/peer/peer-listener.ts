@@ -23,11 +23,9 @@ import type { Duplex } from "node:stream";
 import { createServer as createTlsServer, TLSSocket } from "node:tls";
 import type { ServerOptions } from "../../config/server-options.js";
 import { GrpcCode } from "../../errors.js";
-import type { ServerMetrics } from "../../metrics/server-metrics.js";
-import type { Logger } from "../../observability/logger.js";
-import type { Dialer } from "../../server/core/dial-context.js";
 import { MAX_MESSAGE_BYTES, PEER_KEEPALIVE_MS, PEER_KEEPALIVE_TIMEOUT_MS } from "../../server/durations.js";
 import type { ListenerSet } from "../../server/listeners/listener-set.js";
+import type { PeerListenerDeps } from "../../server/routing.js";
 import type { GrpcMethodHandler, GrpcRequest } from "../../transport/grpc-server.js";
 import { listenTcp } from "../../transport/listen.js";
 import { serverTlsSettings } from "../../transport/tls-files.js";
@@ -36,19 +34,10 @@ import { PEER_PROXY_PATH, parsePeerContext, parsePeerTenant } from "./peer-conte
 import { PEER_IDENTITY_URI, peerCertificateProblem } from "./peer-identity.js";
 import { PeerServeSession } from "./peer-session.js";
 
-export interface PeerListenerDeps {
-  /** The gateway's local-only dialer (no forwarding). */
-  dialer: Dialer;
-  /** The tenant's agents here that take dials now (0 while draining): a peer's probe's answer. */
-  agentsOf: (tenant: string) => number;
-  log: Logger;
-  metrics: ServerMetrics;
-}
-
 /** What the peer listener reads of the server's options. */
 export type PeerListenerOptions = Pick<ServerOptions, "peer" | "handshakes" | "tlsMinVersion">;
 
-/** Builds the peer listener on `set` and listens; resolves with its address. */
+/** Builds the peer listener on `set` and listens; resolves with its address (a PeerListenerBuilder). */
 export async function buildPeerListener(
   set: ListenerSet,
   opts: PeerListenerOptions,

@@ -139,22 +139,14 @@ export interface DialAuditRecord {
   durationMs: number;
 }
 
-export interface DialRecordInput {
+/**
+ * What a record is built from: the record's own fields, but the end as a time and the caller's
+ * whole identity (buildDialRecord reads only its tenant, principal and listener).
+ */
+export interface DialRecordInput extends Omit<DialAuditRecord, "time" | "tenant" | "principal" | "listener"> {
   /** Epoch milliseconds of the end. */
   endedAt: number;
-  dialId: string;
   caller: CallerIdentity;
-  frontend: FrontendKind;
-  instance: string;
-  owner: string | null;
-  agentId: string | null;
-  destination: string;
-  outcome: DialOutcome;
-  code: ErrorCode | null;
-  bytesFromCaller: number;
-  bytesToCaller: number;
-  dialMs: number;
-  durationMs: number;
 }
 
 /**

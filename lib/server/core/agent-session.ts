@@ -6,8 +6,8 @@
  * two callers can never collide. Invariants:
  *  - a pending dial ends exactly once: answered, timed out, cancelled, or failed because the
  *    agent went away (at once, not after a timeout);
- *  - every established connection is in `conns` until the agent confirms its close, or the
- *    stream ends; nothing is kept after the stream ends;
+ *  - every established connection is kept (agent-connections.ts) until the agent confirms its
+ *    close, or the stream ends; nothing is kept after the stream ends;
  *  - nothing is queued here. With an upstream agent, data for a connection whose caller is
  *    backed up pauses reading this stream (the protocol has no per-connection flow control).
  *    With our agent (credit mode, see lib/tunnel/flow-control.ts) the stream is never paused:
@@ -27,8 +27,6 @@ import type { DialFailureReason } from "../../metrics/server-metrics.js";
 import {
   closeDial,
   closeRequest,
-  credit,
-  dataPacket,
   dialRequest,
   drain,
   type Packet,
@@ -36,12 +34,12 @@ import {
   packetTypeName,
   serverCountUpdate,
 } from "../../proto/packet.js";
-import { CLOSE_ACK_TIMEOUT_MS } from "../../tunnel/durations.js";
-import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
-import { ConnectionCredit, OPEN_WINDOW_AFTER_BYTES, type WindowBudget } from "../../tunnel/flow-control.js";
+import type { DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
+import type { WindowBudget } from "../../tunnel/flow-control.js";
 import { PacketSink } from "../../tunnel/packet-sink.js";
 import type { PacketStream } from "../../tunnel/packet-stream.js";
 import { PauseLatch } from "../../tunnel/pause-latch.js";
+import { AgentConnections } from "./agent-connections.js";
 import { AgentLiveness } from "./agent-liveness.js";
 import type { AgentInfo, AgentSessionOptions } from "./agent-session-options.js";
 
@@ -61,16 +59,6 @@ interface PendingDial {
   windowBudget: WindowBudget | undefined;
 }
 
-interface Connection {
-  connectId: bigint;
-  frontend: FrontendEnd;
-  /** Set once the caller closed; we are waiting for the agent's CLOSE_RSP. */
-  closing: NodeJS.Timeout | undefined;
-  establishedAt: number;
-  /** Set in credit mode only. */
-  credit: ConnectionCredit | undefined;
-}
-
 export class AgentSession extends EventEmitter<{
   closed: [err: GatewayError];
   responsive: [responsive: boolean];
@@ -81,9 +69,8 @@ export class AgentSession extends EventEmitter<{
   private announcedServerCount: number | null;
   private nextRandom = 1n;
   private readonly pending = new Map<bigint, PendingDial>();
-  private readonly conns = new Map<bigint, Connection>();
+  private readonly connections: AgentConnections;
   private readonly sink: PacketSink;
-  private readonly readLatch: PauseLatch;
   private ended: GatewayError | null = null;
   private readonly liveness: AgentLiveness;
 
@@ -95,7 +82,14 @@ export class AgentSession extends EventEmitter<{
     super();
     this.announcedServerCount = opts.serverCountUpdates?.announced ?? null;
     this.sink = new PacketSink(stream);
-    this.readLatch = new PauseLatch(stream);
+    this.connections = new AgentConnections({
+      send: (packet) => this.send(packet),
+      onceWritable: (cb) => this.sink.onceWritable(cb),
+      readLatch: new PauseLatch(stream),
+      flow: opts.flow,
+      log: opts.log,
+      metrics: opts.metrics,
+    });
     this.liveness = new AgentLiveness(opts.liveness, {
       probe: (answered) => stream.probe?.(answered),
       onResponsiveChange: (responsive) => {
@@ -134,7 +128,7 @@ export class AgentSession extends EventEmitter<{
 
   /** Number of dials in flight and connections open: what the agent is carrying for us. */
   get load(): number {
-    return this.pending.size + this.conns.size;
+    return this.pending.size + this.connections.size;
   }
 
   dial(req: DialRequest, frontend: FrontendEnd, ctx?: DialContext): DialHandle {
@@ -198,10 +192,10 @@ export class AgentSession extends EventEmitter<{
         this.onDialResponse(packet.random, packet.connectId, packet.error);
         return;
       case PacketType.DATA:
-        this.onData(packet.connectId, packet.data);
+        this.connections.onData(packet.connectId, packet.data);
         return;
       case PacketType.CLOSE_RSP:
-        this.onCloseResponse(packet.connectId, packet.error);
+        this.connections.onCloseResponse(packet.connectId, packet.error);
         return;
       case PacketType.DIAL_CLS:
         // The agent gave up on a dial before answering it (upstream: backend closed early).
@@ -213,7 +207,7 @@ export class AgentSession extends EventEmitter<{
         return;
       case PacketType.KGW_CREDIT:
         // Unknown connection: closed while the credit was in flight. Nothing to do.
-        this.conns.get(packet.connectId)?.credit?.replenish(Number(packet.bytes));
+        this.connections.replenish(packet.connectId, Number(packet.bytes));
         return;
       default:
         // DIAL_REQ, CLOSE_REQ and unknown types are not valid from an agent. Upstream logs and
@@ -237,7 +231,7 @@ export class AgentSession extends EventEmitter<{
       pending.frontend.dialFailed(agentDialError(error));
       return;
     }
-    if (this.conns.has(connectId)) {
+    if (this.connections.has(connectId)) {
       this.opts.metrics.dialFailures.inc({ reason: "error_response" });
       pending.frontend.dialFailed(new ProtocolError(`agent reused connectID ${connectId}`));
       return;
@@ -253,102 +247,7 @@ export class AgentSession extends EventEmitter<{
       },
       "dial established",
     );
-    const conn: Connection = {
-      connectId,
-      frontend: pending.frontend,
-      closing: undefined,
-      establishedAt: Date.now(),
-      credit: undefined,
-    };
-    if (this.opts.flow === "credit") {
-      conn.credit = new ConnectionCredit(
-        (bytes) => {
-          if (!conn.closing && this.conns.get(connectId) === conn) this.send(credit(connectId, bytes));
-        },
-        { budget: pending.windowBudget, openAfterBytes: OPEN_WINDOW_AFTER_BYTES },
-      );
-    }
-    this.conns.set(connectId, conn);
-    this.opts.metrics.establishedConnections.inc();
-    pending.frontend.established(this.linkFor(conn));
-    conn.credit?.openWindow();
-  }
-
-  private linkFor(conn: Connection): BackendLink {
-    const credit = conn.credit;
-    return {
-      send: (data) => {
-        if (conn.closing || this.conns.get(conn.connectId) !== conn) return true; // dropped: gone
-        this.opts.metrics.tunnelBytes.add(this.opts.metrics.bytesToAgent, data.byteLength);
-        if (!credit) return this.send(dataPacket(conn.connectId, data));
-        // Parts may be sent later, as credit returns; by then the connection may be gone.
-        return credit.write(data, (part) =>
-          conn.closing || this.conns.get(conn.connectId) !== conn
-            ? true
-            : this.send(dataPacket(conn.connectId, part)),
-        );
-      },
-      onceWritable: credit
-        ? (cb) => credit.onceCredit(() => this.sink.onceWritable(cb))
-        : (cb) => this.sink.onceWritable(cb),
-      close: () => this.closeFromFrontend(conn),
-    };
-  }
-
-  private onData(connectId: bigint, data: Uint8Array): void {
-    const conn = this.conns.get(connectId);
-    if (!conn) {
-      // Upstream answers data for an unknown connection with CLOSE_REQ so the agent cleans up.
-      this.send(closeRequest(connectId));
-      return;
-    }
-    if (conn.closing) return; // in flight when the caller closed; CLOSE_RSP is on its way
-    this.opts.metrics.tunnelBytes.add(this.opts.metrics.bytesToClient, data.byteLength);
-    const credit = conn.credit;
-    if (credit) {
-      const n = data.byteLength;
-      if (!credit.received(n)) {
-        this.opts.log.warn(
-          { connectId: String(connectId) },
-          "agent overran the connection window; closing it",
-        );
-        this.closeFromFrontend(conn);
-        conn.frontend.closed(new ProtocolError("agent sent past its flow-control window"));
-        return;
-      }
-      conn.frontend.deliver(data, () => credit.released(n));
-      return;
-    }
-    if (!conn.frontend.deliver(data)) {
-      this.readLatch.block(conn);
-      conn.frontend.onceWritable(() => this.readLatch.unblock(conn));
-    }
-  }
-
-  private onCloseResponse(connectId: bigint, error: string): void {
-    const conn = this.conns.get(connectId);
-    if (!conn) return; // already forgotten (close-ack timeout); nothing to do
-    this.forget(conn);
-    if (!conn.closing) conn.frontend.closed(error ? new DialFailedError(error) : undefined);
-  }
-
-  private closeFromFrontend(conn: Connection): void {
-    if (conn.closing || this.conns.get(conn.connectId) !== conn) return;
-    this.readLatch.unblock(conn);
-    conn.closing = setTimeout(() => {
-      if (this.conns.get(conn.connectId) === conn) this.forget(conn);
-    }, CLOSE_ACK_TIMEOUT_MS);
-    conn.closing.unref();
-    this.send(closeRequest(conn.connectId));
-  }
-
-  private forget(conn: Connection): void {
-    this.conns.delete(conn.connectId);
-    conn.credit?.cancel();
-    if (conn.closing) clearTimeout(conn.closing);
-    this.readLatch.unblock(conn);
-    this.opts.metrics.establishedConnections.dec();
-    this.opts.metrics.connectionDuration.observe((Date.now() - conn.establishedAt) / 1000);
+    this.connections.open(connectId, pending.frontend, pending.windowBudget);
   }
 
   private cancelDial(random: bigint): void {
@@ -405,10 +304,7 @@ export class AgentSession extends EventEmitter<{
       this.opts.metrics.dialFailures.inc({ reason: "backend_close" });
       pending.frontend.dialFailed(err);
     }
-    for (const conn of [...this.conns.values()]) {
-      this.forget(conn);
-      if (!conn.closing) conn.frontend.closed(err);
-    }
+    this.connections.closeAll(err);
     this.emit("closed", err);
   }
 }

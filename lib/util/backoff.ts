@@ -5,6 +5,10 @@
  * reconnect storm off the survivors.
  *
  * Pure: no timers; `random` is injected so tests are deterministic.
+ *
+ * In lib/util/ (the ground floor, beside errors and observability: it imports nothing) because
+ * it belongs to no one side: the agent paces its reconnects with it, the registry's keepers
+ * their retried writes, and a registry must not import the agent.
  */
 export interface BackoffOptions {
   baseMs: number;

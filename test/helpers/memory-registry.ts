@@ -1,18 +1,18 @@
 /**
- * The embedded registry of a single-instance run: the same items and the same conditions as
- * DynamoDB (dynamo/dynamo-registry.ts), in a Map. It exists so that the server has one code path
- * with and without a fleet, and so the contract tests can pin the semantics on something that
- * cannot be slow or down.
+ * A FleetRegistry in a Map, for tests: the same items and the same conditions as DynamoDB
+ * (lib/registry/dynamo/dynamo-registry.ts), pinned by the same contract suite
+ * (test/unit/registry.contract.ts), on something that cannot be slow or down unless a test makes
+ * it so. A single-instance run has no registry at all; only a fleet (--registry-table) does.
  *
  * Like DynamoDB's TTL, expired items are garbage: with a clock, an item whose TTL has passed is
  * dropped when next touched, so a long local run does not grow.
  */
 
-import { LEASE_ITEM_TTL_MS, OWNER_ROW_TTL_MS } from "./durations.js";
-import { LeaseLostError } from "./errors.js";
-import type { ClaimOutcome, FleetRegistry, ReleaseOutcome } from "./fleet-registry.js";
-import { checkInstanceId, checkLease, checkRow, checkTenant } from "./keys.js";
-import type { InstanceLease, LeaseWrite, Listing, OwnerFence, OwnerRow } from "./model.js";
+import { LEASE_ITEM_TTL_MS, OWNER_ROW_TTL_MS } from "../../lib/registry/durations.js";
+import { LeaseLostError } from "../../lib/registry/errors.js";
+import type { ClaimOutcome, FleetRegistry, ReleaseOutcome } from "../../lib/registry/fleet-registry.js";
+import { checkInstanceId, checkLease, checkRow, checkTenant } from "../../lib/registry/keys.js";
+import type { InstanceLease, LeaseWrite, Listing, OwnerFence, OwnerRow } from "../../lib/registry/model.js";
 
 interface Stored<T> {
   value: T;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Backoff } from "../../lib/agent/backoff.js";
+import { Backoff } from "../../lib/util/backoff.js";
 
 /** A random source that replays `values`, then repeats the last one. */
 const sequence = (...values: number[]) => {

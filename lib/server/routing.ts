@@ -1,0 +1,56 @@
+/**
+ * The gateway's one routing seam: where a dial goes beyond this instance's own agents, and who
+ * serves the peer port (--peer-port) where other instances forward dials to ours. A fleet
+ * (lib/fleet/fleet.ts) brings both with its membership; without a fleet, the caller may pass
+ * them alone (a peer port on its own, a test's forwarding directory). lib/server imports nothing
+ * of lib/fleet: what it needs of it is declared here, and the fleet implements it.
+ */
+import type { AddressInfo } from "node:net";
+import type { ServerOptions } from "../config/server-options.js";
+import type { ServerMetrics } from "../metrics/server-metrics.js";
+import type { Logger } from "../observability/logger.js";
+import type { BackendRegistry } from "./core/backend-registry.js";
+import type { AgentDirectory, Dialer } from "./core/dial-context.js";
+import type { ListenerSet } from "./listeners/listener-set.js";
+
+/** What the gateway gives the peer port's listener. */
+export interface PeerListenerDeps {
+  /** The gateway's local-only dialer (no forwarding). */
+  dialer: Dialer;
+  /** The tenant's agents here that take dials now (0 while draining): a peer's probe's answer. */
+  agentsOf: (tenant: string) => number;
+  log: Logger;
+  metrics: ServerMetrics;
+}
+
+/** Builds the peer listener on `set` and listens; resolves with its address. */
+export type PeerListenerBuilder = (
+  set: ListenerSet,
+  opts: Pick<ServerOptions, "peer" | "handshakes" | "tlsMinVersion">,
+  deps: PeerListenerDeps,
+) => Promise<AddressInfo>;
+
+export interface GatewayRouting {
+  /**
+   * Where dials go, given the local agent registry; without it, the registry itself.
+   */
+  directory?(local: BackendRegistry): AgentDirectory;
+  /** Serves --peer-port; a gateway started with --peer-port needs it. */
+  servePeers?: PeerListenerBuilder;
+}
+
+/** What the gateway needs of its fleet (lib/fleet/fleet.ts implements it). */
+export interface FleetMembership extends GatewayRouting {
+  directory(local: BackendRegistry): AgentDirectory;
+  servePeers: PeerListenerBuilder;
+  serverCount(): number;
+  /** Calls `listener` when serverCount changes; returns an unsubscribe function. */
+  onServerCountChange(listener: (count: number) => void): () => void;
+  ready(): boolean;
+  /** For /readyz?verbose on the admin port. */
+  state(): object;
+  /** Tell the fleet to route elsewhere; never throws. */
+  drain(): Promise<void>;
+  /** Leave the fleet: rows and lease released (within `flushMs`), peer links closed. */
+  stop(flushMs: number): Promise<void>;
+}
