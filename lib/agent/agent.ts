@@ -30,7 +30,7 @@ export interface AgentDeps {
   connectSocket?: SocketFactory;
   /** Name resolution for backend dials; tests inject one that never touches DNS. */
   resolveHost?: HostResolver;
-  /** Replaces the drop-in policy built from `options.destinations` (per-tenant egress later). */
+  /** Replaces the drop-in policy built from `options.destinations` (tests). */
   destinationPolicy?: DestinationPolicy;
   /** Jitter source for reconnect backoff, uniform in [0, 1). */
   random?: () => number;

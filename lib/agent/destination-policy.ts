@@ -5,8 +5,9 @@
  * address, and connects only to those addresses.
  *
  * A policy is a pure function injected into the dialer. `dropInDestinationPolicy` is what
- * `kgw agent` runs as a drop-in konnectivity-agent; per-tenant egress policy (allowed CIDRs and
- * ports) will replace it through the same seam.
+ * `kgw agent` runs with. A tenant's egress policy (allowed CIDRs and ports, loopback denied by
+ * default) is judged at the gateway before a dial is forwarded (lib/egress); the agent's own
+ * check after resolution is what catches a name that resolves somewhere it must not go.
  */
 import { BlockList, isIP } from "node:net";
 
@@ -58,7 +59,8 @@ export function linkLocalKind(address: string): string | null {
 /**
  * The drop-in policy: everything the agent can reach except link-local and metadata addresses,
  * unless `allowLinkLocal` (--allow-link-local-destinations). Loopback stays allowed, as upstream
- * allows it; tests and `kgw demo` rely on it, and per-tenant policy will deny it by default.
+ * allows it; tests and `kgw demo` rely on it. A tenant's egress policy denies it by default, at
+ * the gateway.
  */
 export function dropInDestinationPolicy(opts: { allowLinkLocal: boolean }): DestinationPolicy {
   if (opts.allowLinkLocal) return () => ALLOWED;

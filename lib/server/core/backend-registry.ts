@@ -1,7 +1,8 @@
 /**
  * The agents connected to this instance, by tenant. In single-tenant mode every agent is tenant
- * "default". The fleet registry (DynamoDB) will sit beside this one and answer the question this
- * one cannot: which other instance holds a tenant's agents.
+ * "default". In a fleet, the fleet's directory (lib/fleet/fleet-directory.ts, over the DynamoDB
+ * registry) sits beside this one and answers the question this one cannot: which other instance
+ * holds a tenant's agents.
  */
 import { EventEmitter } from "node:events";
 import { NoAgentError } from "../../errors.js";
