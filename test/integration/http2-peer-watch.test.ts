@@ -14,7 +14,7 @@ import { type AddressInfo, createServer as createNetServer } from "node:net";
 import { createServer as createTlsServer, type TLSSocket, type Server as TlsServer } from "node:tls";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { GrpcServer } from "../../lib/transport/grpc-server.js";
+import { GrpcServer } from "../../lib/transport/grpc/server.js";
 import {
   Http2PeerWatch,
   type PeerActivity,

@@ -28,7 +28,7 @@ import type { Logger } from "../../observability/logger.js";
 import type { Dialer } from "../../server/core/dial-context.js";
 import type { ListenerSet } from "../../server/listeners/listener-set.js";
 import { MAX_MESSAGE_BYTES } from "../../server/timeouts.js";
-import type { GrpcMethodHandler, GrpcRequest } from "../../transport/grpc-server.js";
+import type { GrpcMethodHandler, GrpcRequest } from "../../transport/grpc/server.js";
 import { listenTcp } from "../../transport/listen.js";
 import { serverTlsSettings } from "../../transport/tls-files.js";
 import { PEER_AGENTS_HEADER, PEER_AGENTS_PATH } from "./peer-agents-call.js";

@@ -3,7 +3,7 @@
  * fleet in one region: round trips are well under a millisecond, and a peer that does not answer
  * within a few seconds is gone, not slow.
  */
-import { HTTP2_STREAM_WINDOW_BYTES } from "../../transport/http2-windows.js";
+import { HTTP2_STREAM_WINDOW_BYTES } from "../../transport/grpc/windows.js";
 
 /**
  * TCP connect plus TLS handshake to a peer. Longer than a healthy peer ever needs (a few ms), so
@@ -79,7 +79,7 @@ export const PEER_CONNECTION_WINDOW_BYTES = 4 * PEER_STREAM_WINDOW_BYTES;
 
 /**
  * Bytes queued on one tunnel's stream before the sender is told to back off: a quarter of a
- * credit window, the same as a frontend call's (lib/transport/grpc-call-stream.ts).
+ * credit window, the same as a frontend call's (lib/transport/grpc/call-stream.ts).
  */
 export const PEER_STREAM_HIGH_WATER_BYTES = 512 * 1024;
 

@@ -7,7 +7,7 @@ import type { Server, Socket } from "node:net";
 import type { TLSSocket, Server as TlsServer } from "node:tls";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
-import { GrpcServer, type GrpcServerOptions } from "../../transport/grpc-server.js";
+import { GrpcServer, type GrpcServerOptions } from "../../transport/grpc/server.js";
 import { HandshakeGate, type HandshakeLimits, sourceKey } from "../../transport/handshake-gate.js";
 import { Http2PeerWatch, tcpPeerGone } from "../../transport/http2-peer-watch.js";
 import { closeServer } from "../../transport/listen.js";
