@@ -9,6 +9,7 @@ import { agentHelp, parseAgentOptions } from "../../lib/config/agent-options.js"
 import { ConfigError } from "../../lib/errors.js";
 import { AgentMetrics } from "../../lib/metrics/agent-metrics.js";
 import { createLogger } from "../../lib/observability/logger.js";
+import { checkNodeInternals } from "../../lib/transport/node-internals.js";
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let parsed: ReturnType<typeof parseAgentOptions>;
@@ -25,6 +26,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const log = createLogger({ name: "kgw-agent", level: parsed.options.logLevel });
   let agent: Awaited<ReturnType<typeof startAgent>>;
   try {
+    checkNodeInternals();
     agent = await startAgent(parsed.options, { log, metrics: new AgentMetrics() });
   } catch (err) {
     process.stderr.write(`kgw agent: ${(err as Error).message}\n`);

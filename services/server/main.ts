@@ -10,6 +10,7 @@ import { createLogger } from "../../lib/observability/logger.js";
 import { AUDIT_STDOUT, type AuditLog, openAuditLog } from "../../lib/server/audit/audit-log.js";
 import { Gateway } from "../../lib/server/gateway.js";
 import { openPolicy } from "../../lib/server/policy/open-policy.js";
+import { checkNodeInternals } from "../../lib/transport/node-internals.js";
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let parsed: ReturnType<typeof parseServerOptions>;
@@ -40,6 +41,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     process.off("SIGINT", onEarlySignal);
   };
   try {
+    checkNodeInternals();
     // The drop-in (one tenant) or tenants from a store: the policy is the only difference; a
     // fleet adds its membership (lib/fleet/).
     const metrics = new ServerMetrics();

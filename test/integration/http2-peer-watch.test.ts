@@ -19,8 +19,8 @@ import {
   Http2PeerWatch,
   type PeerActivity,
   type PeerGoneReason,
-  tcpPeerGone,
 } from "../../lib/transport/http2-peer-watch.js";
+import { tcpPeerGone } from "../../lib/transport/node-internals.js";
 import { PrefixedDuplex } from "../../lib/transport/prefixed-duplex.js";
 import { waitFor } from "../helpers/agent.js";
 import { captureLogger } from "../helpers/gateway.js";
