@@ -7,9 +7,10 @@
  * Node resets only a socket whose handle is TCP (`resetAndDestroy`). A TLS socket's handle is the
  * TLS layer over the TCP socket Node's TLS server wrapped, which Node keeps in the undocumented
  * `_parent` field: a debt, kept in node-internals.ts and checked there at start-up, and the
- * lifecycle test (a caller over mTLS sees ECONNRESET) fails if it stops working. Resetting that TCP socket closes the TLS
- * socket with it. Destroying the TLS socket before that close has completed crashes Node 20 (the
- * TLS layer then closes a handle already closing), so callers must leave it to close on its own.
+ * lifecycle test (a caller over mTLS sees ECONNRESET) fails if it stops working. Resetting that TCP
+ * socket closes the TLS socket with it. Destroying the TLS socket before that close has completed
+ * crashes Node 20 (the TLS layer then closes a handle already closing), so callers must leave it to
+ * close on its own.
  *
  * Unix sockets have no reset: such a socket is destroyed and its peer reads EOF.
  *

@@ -13,9 +13,10 @@
  *
  * grpc-js does not let a client hand it a connection or reach the one it made, short of its
  * private fields. Node publishes every client socket it creates on the `net.client.socket`
- * diagnostics channel (lib/transport/node-internals.ts owns that and `tcpPeerGone`); while a gRPC stream is being opened, the watch takes the sockets that
+ * diagnostics channel; while a gRPC stream is being opened, the watch takes the sockets that
  * connect to that server's address, and from then on asks the kernel, every `tickMs`, whether
- * they still have a peer (getpeername: ENOTCONN once a reset arrived, `tcpPeerGone`). The
+ * they still have a peer (getpeername: ENOTCONN once a reset arrived, `tcpPeerGone`; both
+ * internals are lib/transport/node-internals.ts's). The
  * answer is certain, so there is no PING: upstream servers (grpc-go) answer pings more frequent
  * than their keepalive policy allows with GOAWAY too_many_pings, and a server that vanished
  * without a reset leaves a session that is not stuck, which --keepalive-time handles.

@@ -6,10 +6,10 @@
  * must never open one. The reverse holds too: the tenant authenticators refuse a certificate
  * whose kgw URI is not a tenant URI, so a peer certificate is no tenant credential.
  *
- * Exactly one `kgw://` URI SAN is allowed, as for tenant certificates (lib/pki/kgw-uri.ts reads
- * it for both): a certificate is never read two ways. The client end checks the server's certificate the same way instead of a host
- * name: instances come and go at addresses the registry hands out, and what matters is that the
- * other end is one of the fleet's instances.
+ * Exactly one `kgw://` URI SAN is allowed, as for tenant certificates (lib/pki/kgw-uri.ts reads it
+ * for both): a certificate is never read two ways. The client end checks the server's certificate
+ * the same way instead of a host name: instances come and go at addresses the registry hands out,
+ * and what matters is that the other end is one of the fleet's instances.
  */
 import type { PeerCertificate } from "node:tls";
 import { type CaPems, type IssuedCertificate, type IssueOptions, issueCertificate } from "../../pki/issue.js";

@@ -7,8 +7,8 @@
  * allocated and copied twice before HTTP/2 saw it; at 64 KiB per message those allocations
  * drove V8 into a mark-compact every ~40 ms (external memory pressure). Here a DATA packet is a
  * small header (prefix plus protobuf fields, lib/proto/codec.ts) written with the agent's own
- * buffer, never copied (packet-message.ts). Received messages come out as views of the HTTP/2 chunks when they fit
- * in one (lib/proto/grpc-http2.ts).
+ * buffer, never copied (packet-message.ts). Received messages come out as views of the HTTP/2
+ * chunks when they fit in one (lib/proto/grpc-http2.ts).
  *
  * The call's end is the gRPC status in trailers: `end()` sends OK once everything written has
  * gone out; `fail(err)` sends the error's status instead; `destroy()` resets the stream.
