@@ -8,7 +8,7 @@ import { isIP, isIPv6 } from "node:net";
 import { checkServerIdentity } from "node:tls";
 import { type ChannelOptions, credentials } from "@grpc/grpc-js";
 import type { AgentOptions, ServerTransport } from "../config/agent-options.js";
-import { WAN_CHANNEL_OPTIONS } from "../transport/http2-windows.js";
+import { WAN_CHANNEL_OPTIONS } from "../transport/grpc/windows.js";
 import { readPem } from "../transport/tls-files.js";
 import { SERVER_PING_AFTER_SILENCE_MS, SERVER_PING_TIMEOUT_MS } from "./durations.js";
 import type { GrpcTarget } from "./transports/grpc-transport.js";
@@ -48,7 +48,7 @@ export function serverEndpoint(opts: Pick<AgentOptions, "server" | "tls">): Serv
     // Each server connection gets its own TCP connection: through a load balancer, N channels
     // must be able to reach N different servers, which a shared subchannel would prevent.
     "grpc.use_local_subchannel_pool": 1,
-    // WAN-sized HTTP/2 windows (lib/transport/http2-windows.ts); the agent stream carries every
+    // WAN-sized HTTP/2 windows (lib/transport/grpc/windows.ts); the agent stream carries every
     // connection of this agent. Bounded: it is the most the server can have in flight to us.
     ...WAN_CHANNEL_OPTIONS,
     // The tunnel stream is long-lived and stateful; replaying it transparently makes no sense.

@@ -22,7 +22,7 @@ import {
   type Packet,
   PacketType,
 } from "../proto/packet.js";
-import { WAN_CHANNEL_OPTIONS } from "../transport/http2-windows.js";
+import { WAN_CHANNEL_OPTIONS } from "../transport/grpc/windows.js";
 
 type Call = ClientDuplexStream<Packet, Packet>;
 

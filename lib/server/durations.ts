@@ -14,7 +14,7 @@
  * - this file: the server's and its fleet's.
  * lib/transport/ (below both sides, shared by them) and lib/tenancy/ keep theirs beside the code.
  */
-import { HTTP2_STREAM_WINDOW_BYTES } from "../transport/http2-windows.js";
+import { HTTP2_STREAM_WINDOW_BYTES } from "../transport/grpc/windows.js";
 
 /** Keepalive of callers: how long to wait for a ping ack before declaring the peer dead. */
 export const KEEPALIVE_TIMEOUT_MS = 20_000;
@@ -240,7 +240,7 @@ export const PEER_CONNECTION_WINDOW_BYTES = 4 * PEER_STREAM_WINDOW_BYTES;
 
 /**
  * Bytes queued on one tunnel's stream before the sender is told to back off: a quarter of a
- * credit window, the same as a frontend call's (lib/transport/grpc-call-stream.ts).
+ * credit window, the same as a frontend call's (lib/transport/grpc/call-stream.ts).
  */
 export const PEER_STREAM_HIGH_WATER_BYTES = 512 * 1024;
 

@@ -10,11 +10,11 @@
  * tenant's record, in the list of that role (an allowlist: an unknown certificate is refused,
  * even from our CA).
  */
+import { type KgwUriRefusal, kgwUriOf } from "../pki/kgw-uri.js";
 import type { CredentialRole } from "./model.js";
 import { isValidTenantId } from "./tenant-id.js";
 
 const TENANT_URI = /^kgw:\/\/tenant\/([a-z0-9-]{1,63})\/(agent|caller)$/;
-const OUR_SCHEME = "kgw://";
 
 /** Who a certificate claims to be; the claim still has to be found in the tenant's record. */
 export interface CertificateIdentity {
@@ -41,65 +41,22 @@ export type SanResult = ({ ok: true } & CertificateIdentity) | { ok: false; reas
 /**
  * The tenant and role named by a certificate's SANs, in Node's text form
  * (`PeerCertificate.subjectaltname`, `X509Certificate.subjectAltName`):
- * `DNS:a, URI:kgw://tenant/acme/caller`. Node prints a value holding a comma, a quote or a
- * control character as a JSON string, so a DNS name such as `x, URI:kgw://…` stays one quoted
- * value and cannot smuggle in a URI. Exactly one URI with our scheme is required: two are refused
- * even when they name the same tenant and role, so that no certificate is ever read two ways.
+ * `DNS:a, URI:kgw://tenant/acme/caller`. The one kgw URI is read by lib/pki/kgw-uri.ts (two are
+ * refused even when they name the same tenant and role); it must then be a tenant URI.
  */
 export function identityFromSubjectAltName(san: string | undefined): SanResult {
-  if (san === undefined || san === "") return { ok: false, reason: "no subjectAltName" };
-  const entries = splitAltNames(san);
-  if (entries === undefined) return { ok: false, reason: "unparseable subjectAltName" };
-  const ours = entries.filter((e) => e.type === "URI" && e.value.toLowerCase().startsWith(OUR_SCHEME));
-  if (ours.length === 0) return { ok: false, reason: "no kgw URI SAN" };
-  if (ours.length > 1) return { ok: false, reason: "more than one kgw URI SAN" };
-  const identity = parseTenantUri(ours[0]!.value);
+  const read = kgwUriOf(san);
+  if (!read.ok) return { ok: false, reason: REFUSAL_REASONS[read.refusal] };
+  const identity = parseTenantUri(read.uri);
   return identity ? { ok: true, ...identity } : { ok: false, reason: "kgw URI SAN is not a tenant URI" };
 }
 
-interface AltName {
-  type: string;
-  value: string;
-}
-
-function splitAltNames(text: string): AltName[] | undefined {
-  const out: AltName[] = [];
-  let i = 0;
-  while (i < text.length) {
-    const colon = text.indexOf(":", i);
-    if (colon === -1) return undefined;
-    const type = text.slice(i, colon);
-    let value: string;
-    let end: number;
-    if (text[colon + 1] === '"') {
-      end = closingQuote(text, colon + 2);
-      if (end === -1) return undefined;
-      try {
-        value = JSON.parse(text.slice(colon + 1, end + 1)) as string;
-      } catch {
-        return undefined;
-      }
-      end += 1;
-    } else {
-      end = text.indexOf(", ", colon + 1);
-      if (end === -1) end = text.length;
-      value = text.slice(colon + 1, end);
-    }
-    out.push({ type, value });
-    if (end === text.length) break;
-    if (!text.startsWith(", ", end)) return undefined;
-    i = end + 2;
-  }
-  return out;
-}
-
-function closingQuote(text: string, from: number): number {
-  for (let i = from; i < text.length; i++) {
-    if (text[i] === "\\") i++;
-    else if (text[i] === '"') return i;
-  }
-  return -1;
-}
+const REFUSAL_REASONS: Record<KgwUriRefusal, string> = {
+  "no-san": "no subjectAltName",
+  unreadable: "unparseable subjectAltName",
+  none: "no kgw URI SAN",
+  several: "more than one kgw URI SAN",
+};
 
 /** Certificate serial as the record keeps it: lower-case hex without leading zeros. */
 export function normalizeSerial(serial: string): string | undefined {

@@ -17,16 +17,17 @@
  * ERR_SSL_BAD_RECORD_TYPE; Go: a record error), never a clean end. It then closes, and we reset
  * the socket; a caller that does not read it within BROKEN_TUNNEL_LINGER_MS is reset anyway.
  *
- * The record is written to the TCP socket Node's TLS server wrapped (reset-socket.ts explains
- * `_parent`), bypassing the TLS layer, which must be idle for that: the TLS layer takes the
- * completion of a write on its TCP stream for its own, which is harmless only while it has no
- * write of its own in flight. Hence `whenFlushed`: the record goes out once every write the
- * tunnel made has completed. A plaintext TCP socket can only be reset, and a Unix socket only
- * closed (EOF): there is no in-band signal without a framing layer.
+ * The record is written to the TCP socket Node's TLS server wrapped (`_parent`: reset-socket.ts
+ * explains it, node-internals.ts owns it), bypassing the TLS layer, which must be idle for that:
+ * the TLS layer takes the completion of a write on its TCP stream for its own, which is harmless
+ * only while it has no write of its own in flight. Hence `whenFlushed`: the record goes out once
+ * every write the tunnel made has completed. A plaintext TCP socket can only be reset, and a Unix
+ * socket only closed (EOF): there is no in-band signal without a framing layer.
  */
 import type { Socket } from "node:net";
 import { TLSSocket } from "node:tls";
-import { type ResetOutcome, resetSocket, tlsTransport } from "./reset-socket.js";
+import { tlsTransport } from "./node-internals.js";
+import { type ResetOutcome, resetSocket } from "./reset-socket.js";
 
 /**
  * How long a broken tunnel's TLS socket waits for its caller to read up to the failing record

@@ -29,7 +29,6 @@
  */
 
 import type { Http2Session, Http2Stream } from "node:http2";
-import { constants as osConstants } from "node:os";
 import type { Duplex } from "node:stream";
 
 export interface Http2PeerWatchOptions {
@@ -79,20 +78,6 @@ interface Watched {
 interface Counted {
   bytesRead?: number;
   bytesWritten?: number;
-}
-
-/**
- * Whether the kernel says the TCP socket under `socket` has lost its peer: getpeername() fails
- * with ENOTCONN once a reset arrived. Reaches the libuv handle Node keeps on `_handle` (the TCP
- * socket a TLS socket was made from is its `_parent`); when that shape is not there it says
- * false and the PING decides.
- */
-export function tcpPeerGone(socket: Duplex): boolean {
-  type Handle = { getpeername?: (out: object) => number };
-  const s = socket as unknown as { _parent?: { _handle?: Handle }; _handle?: Handle };
-  const handle = s._parent?._handle ?? s._handle;
-  if (typeof handle?.getpeername !== "function") return false;
-  return handle.getpeername({}) === -osConstants.errno.ENOTCONN;
 }
 
 const IGNORED: PeerActivity = { active: () => {}, pingSent: () => () => {} };

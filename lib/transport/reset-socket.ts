@@ -6,18 +6,20 @@
  *
  * Node resets only a socket whose handle is TCP (`resetAndDestroy`). A TLS socket's handle is the
  * TLS layer over the TCP socket Node's TLS server wrapped, which Node keeps in the undocumented
- * `_parent` field: a debt, checked here at run time, and the lifecycle test (a caller over
- * mTLS sees ECONNRESET) fails if it stops working. Resetting that TCP socket closes the TLS
- * socket with it. Destroying the TLS socket before that close has completed crashes Node 20 (the
- * TLS layer then closes a handle already closing), so callers must leave it to close on its own.
+ * `_parent` field: a debt, kept in node-internals.ts and checked there at start-up, and the
+ * lifecycle test (a caller over mTLS sees ECONNRESET) fails if it stops working. Resetting that TCP
+ * socket closes the TLS socket with it. Destroying the TLS socket before that close has completed
+ * crashes Node 20 (the TLS layer then closes a handle already closing), so callers must leave it to
+ * close on its own.
  *
  * Unix sockets have no reset: such a socket is destroyed and its peer reads EOF.
  *
  * A reset overtakes what the caller has not read yet, and a libuv-based caller with unread bytes
  * reads it as a clean EOF: a broken tunnel goes through break-socket.ts, which signals in order.
  */
-import { Socket } from "node:net";
+import type { Socket } from "node:net";
 import { TLSSocket } from "node:tls";
+import { tlsTransport } from "./node-internals.js";
 
 /** What `resetSocket` did: `reset` sent an RST, `destroyed` could only close. */
 export type ResetOutcome = "reset" | "destroyed";
@@ -37,10 +39,4 @@ export function resetSocket(socket: Socket): ResetOutcome {
   }
   socket.destroy();
   return "destroyed";
-}
-
-/** The TCP socket under a server-side TLS socket, when Node still exposes it as it does today. */
-export function tlsTransport(socket: TLSSocket): Socket | null {
-  const parent = (socket as TLSSocket & { _parent?: unknown })._parent;
-  return parent instanceof Socket ? parent : null;
 }

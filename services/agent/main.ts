@@ -10,6 +10,7 @@ import { ConfigError } from "../../lib/errors.js";
 import { AgentMetrics } from "../../lib/metrics/agent-metrics.js";
 import { createLogger } from "../../lib/observability/logger.js";
 import { clearPortsFile, writePortsFile } from "../../lib/observability/ports-file.js";
+import { checkNodeInternals } from "../../lib/transport/node-internals.js";
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let parsed: ReturnType<typeof parseAgentOptions>;
@@ -27,6 +28,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   let agent: Awaited<ReturnType<typeof startAgent>>;
   const portsFile = parsed.options.portsFile;
   try {
+    checkNodeInternals();
     if (portsFile) await clearPortsFile(portsFile);
     agent = await startAgent(parsed.options, { log, metrics: new AgentMetrics() });
   } catch (err) {

@@ -11,6 +11,7 @@ import { clearPortsFile, writePortsFile } from "../../lib/observability/ports-fi
 import { AUDIT_STDOUT, type AuditLog, openAuditLog } from "../../lib/server/audit/audit-log.js";
 import { Gateway } from "../../lib/server/gateway.js";
 import { openPolicy } from "../../lib/server/policy/open-policy.js";
+import { checkNodeInternals } from "../../lib/transport/node-internals.js";
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let parsed: ReturnType<typeof parseServerOptions>;
@@ -42,6 +43,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   };
   const portsFile = parsed.options.portsFile;
   try {
+    checkNodeInternals();
     if (portsFile) await clearPortsFile(portsFile);
     // The drop-in (one tenant) or tenants from a store: the policy is the only difference; a
     // fleet adds its membership (lib/fleet/).

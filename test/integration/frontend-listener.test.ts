@@ -226,7 +226,7 @@ describe("HTTP/2 windows", () => {
     ["frontend port", () => t.gw.addresses.frontend!.port],
   ])("the %s advertises WAN-sized windows, not HTTP/2's 64 KiB", async (_name, port) => {
     const { connect } = await import("node:http2");
-    const { HTTP2_STREAM_WINDOW_BYTES } = await import("../../lib/transport/http2-windows.js");
+    const { HTTP2_STREAM_WINDOW_BYTES } = await import("../../lib/transport/grpc/windows.js");
     const session = connect(`https://localhost:${port()}`, {
       ca: t.pki.ca.certPem,
       cert: t.pki.frontend.certPem,

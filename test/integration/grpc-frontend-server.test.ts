@@ -1,5 +1,5 @@
 /**
- * The frontend's gRPC server (lib/transport/grpc-server.ts) against a raw HTTP/2
+ * The frontend's gRPC server (lib/transport/grpc/server.ts) against a raw HTTP/2
  * client over mTLS: what a gRPC server owes callers that are not well-behaved gRPC clients, and
  * that each bad call closes only its own stream. Well-behaved clients (grpc-js, and the Go
  * konnectivity-client in test/interop) are covered by the end-to-end suites.

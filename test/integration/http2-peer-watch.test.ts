@@ -14,13 +14,13 @@ import { type AddressInfo, createServer as createNetServer } from "node:net";
 import { createServer as createTlsServer, type TLSSocket, type Server as TlsServer } from "node:tls";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { GrpcServer } from "../../lib/transport/grpc-server.js";
+import { GrpcServer } from "../../lib/transport/grpc/server.js";
 import {
   Http2PeerWatch,
   type PeerActivity,
   type PeerGoneReason,
-  tcpPeerGone,
 } from "../../lib/transport/http2-peer-watch.js";
+import { tcpPeerGone } from "../../lib/transport/node-internals.js";
 import { PrefixedDuplex } from "../../lib/transport/prefixed-duplex.js";
 import { waitFor } from "../helpers/agent.js";
 import { captureLogger } from "../helpers/gateway.js";

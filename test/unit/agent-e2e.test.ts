@@ -16,7 +16,7 @@ import type { AgentOptions } from "../../lib/config/agent-options.js";
 import { AgentMetrics } from "../../lib/metrics/agent-metrics.js";
 import { createLogger } from "../../lib/observability/logger.js";
 import { dataPacket, dialRequest, type Packet, PacketType } from "../../lib/proto/packet.js";
-import { AGENT_SERVICE } from "../../lib/transport/grpc-services.js";
+import { AGENT_SERVICE } from "../../lib/transport/grpc/services.js";
 import { waitFor } from "../helpers/agent.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
 

@@ -19,7 +19,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CredentialRevokedError, GrpcCode } from "../../lib/errors.js";
 import { closeResponse, dataPacket } from "../../lib/proto/packet.js";
-import { GrpcCallStream } from "../../lib/transport/grpc-call-stream.js";
+import { GrpcCallStream } from "../../lib/transport/grpc/call-stream.js";
 
 let server: Http2Server;
 let client: ClientHttp2Session;

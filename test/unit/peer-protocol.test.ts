@@ -1,7 +1,7 @@
 /**
  * The peer link's pieces without sockets: the DIAL_RSP extension on the wire, the caller context
- * in metadata, the peer identity in certificates, typed failures, the client dial's state
- * machine over a fake call, and the peer flags.
+ * in metadata, typed failures, the client dial's state machine over a fake call, and the peer
+ * flags. The peer identity in certificates: kgw-uri.test.ts.
  */
 import { EventEmitter } from "node:events";
 import { describe, expect, it } from "vitest";
@@ -9,7 +9,6 @@ import { parseServerOptions } from "../../lib/config/server-options.js";
 import { ConnectionBrokenError, PeerNotHereError, PeerUnavailableError } from "../../lib/errors.js";
 import { parsePeerContext, peerContextHeaders } from "../../lib/fleet/peer/peer-context.js";
 import { PeerDial, type PeerDialOutcome } from "../../lib/fleet/peer/peer-dial.js";
-import { peerIdentityProblem } from "../../lib/fleet/peer/peer-identity.js";
 import { NOT_HERE, peerDialFailure } from "../../lib/fleet/peer/peer-outcome.js";
 import { decodePacket, encodePacket } from "../../lib/proto/codec.js";
 import { closeResponse, dialResponse, type Packet, PacketType } from "../../lib/proto/packet.js";
@@ -75,22 +74,6 @@ describe("the caller's context in metadata", () => {
     const parsed = parsePeerContext(headers);
     expect(parsed).toHaveProperty("problem");
     expect((parsed as { problem: string }).problem).toContain(name);
-  });
-});
-
-describe("the peer identity", () => {
-  it.each([
-    ["URI:kgw://fleet/peer", null],
-    ["DNS:gw-1.internal, URI:kgw://fleet/peer", null],
-    ["DNS:localhost", "no kgw://fleet/peer"],
-    ["URI:kgw://tenant/acme/caller", "is not kgw://fleet/peer"],
-    ["URI:kgw://fleet/peer, URI:kgw://tenant/acme/caller", "more than one"],
-    ['DNS:"x, URI:kgw://fleet/peer"', "no kgw://fleet/peer"],
-    [undefined, "no subjectAltName"],
-  ])("%j", (san, problem) => {
-    const p = peerIdentityProblem(san);
-    if (problem === null) expect(p).toBeNull();
-    else expect(p).toContain(problem);
   });
 });
 

@@ -1,7 +1,8 @@
 /**
  * Tenant certificates, caller and agent: the tenant and role in the URI SAN, read from Node's
- * text form of real certificates; hostile SAN lists; a certificate of one role presented for the
- * other; and the allowlist of serials in the list of the tenant's record for that role.
+ * text form of real certificates (hostile SAN lists: kgw-uri.test.ts); a certificate of one role
+ * presented for the other; and the allowlist of serials in the list of the tenant's record for
+ * that role.
  */
 import { X509Certificate } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -17,7 +18,6 @@ import {
 import {
   agentUri,
   callerUri,
-  identityFromSubjectAltName,
   normalizeSerial,
   parseTenantUri,
   tenantUri,
@@ -53,50 +53,6 @@ describe("tenant URIs", () => {
     "spiffe://tenant/acme/agent",
   ])("does not take %s for a tenant URI", (uri) => {
     expect(parseTenantUri(uri)).toBeUndefined();
-  });
-});
-
-describe("the tenant and role named by a subjectAltName", () => {
-  it.each([
-    ["only a caller URI", "URI:kgw://tenant/acme/caller", "caller"],
-    ["only an agent URI", "URI:kgw://tenant/acme/agent", "agent"],
-    [
-      "our URI among other names",
-      "DNS:api.example.com, IP Address:10.0.0.1, URI:kgw://tenant/acme/caller",
-      "caller",
-    ],
-    ["a quoted URI (as Node prints unusual values)", 'URI:"kgw://tenant/acme/agent"', "agent"],
-    ["another scheme next to ours", "URI:https://example.com/, URI:kgw://tenant/acme/agent", "agent"],
-  ])("reads %s", (_what, san, role) => {
-    expect(identityFromSubjectAltName(san)).toEqual({ ok: true, tenantId: "acme", role });
-  });
-
-  it.each([
-    ["nothing", undefined, "no subjectAltName"],
-    ["an empty list", "", "no subjectAltName"],
-    ["no URI", "DNS:acme", "no kgw URI SAN"],
-    ["two tenants", "URI:kgw://tenant/acme/caller, URI:kgw://tenant/evil/caller", "more than one"],
-    ["the same tenant twice", "URI:kgw://tenant/acme/caller, URI:kgw://tenant/acme/caller", "more than one"],
-    [
-      "both roles of one tenant",
-      "URI:kgw://tenant/acme/caller, URI:kgw://tenant/acme/agent",
-      "more than one",
-    ],
-    [
-      "a caller URI next to an upper-case agent URI",
-      "URI:kgw://tenant/acme/caller, URI:KGW://tenant/acme/agent",
-      "more than one",
-    ],
-    ["an unknown role", "URI:kgw://tenant/acme/admin", "not a tenant URI"],
-    // Node quotes a value holding ", ": the URI inside a DNS name stays part of that name.
-    ["a URI smuggled inside a DNS name", 'DNS:"x, URI:kgw://tenant/evil/agent"', "no kgw URI SAN"],
-    ["an unterminated quote", 'DNS:"x, URI:kgw://tenant/evil/caller', "unparseable"],
-    ["no type", "kgw://tenant/acme/caller", "no kgw URI SAN"],
-    ["a bad escape", 'URI:"\\x", URI:kgw://tenant/acme/caller', "unparseable"],
-  ])("refuses %s", (_what, san, reason) => {
-    const result = identityFromSubjectAltName(san);
-    expect(result.ok).toBe(false);
-    expect(result.ok ? "" : result.reason).toContain(reason);
   });
 });
 

@@ -15,19 +15,17 @@
  * private fields. Node publishes every client socket it creates on the `net.client.socket`
  * diagnostics channel; while a gRPC stream is being opened, the watch takes the sockets that
  * connect to that server's address, and from then on asks the kernel, every `tickMs`, whether
- * they still have a peer (getpeername: ENOTCONN once a reset arrived, `tcpPeerGone`). The
+ * they still have a peer (getpeername: ENOTCONN once a reset arrived, `tcpPeerGone`; both
+ * internals are lib/transport/node-internals.ts's). The
  * answer is certain, so there is no PING: upstream servers (grpc-go) answer pings more frequent
  * than their keepalive policy allows with GOAWAY too_many_pings, and a server that vanished
  * without a reset leaves a session that is not stuck, which --keepalive-time handles.
  */
-import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { isIP, type Socket } from "node:net";
-import { tcpPeerGone } from "../../transport/http2-peer-watch.js";
+import { onClientSockets, tcpPeerGone } from "../../transport/node-internals.js";
 
 /** How often watched sockets are asked whether their peer is still there. */
 export const GRPC_SOCKET_WATCH_TICK_MS = 250;
-
-const NET_CLIENT_SOCKET = "net.client.socket";
 
 export interface WatchedAddress {
   /** As dialled: a name or an IP literal (no brackets). */
@@ -39,7 +37,8 @@ export class GrpcSocketWatch {
   private readonly expected = new Map<WatchedAddress, number>();
   private readonly watched = new Set<Socket>();
   private timer: NodeJS.Timeout | null = null;
-  private subscribed = false;
+  /** Stops taking client sockets; set while an address is expected. */
+  private unsubscribe: (() => void) | null = null;
 
   constructor(
     private readonly tickMs: number,
@@ -53,10 +52,7 @@ export class GrpcSocketWatch {
    */
   expect(address: WatchedAddress): () => void {
     this.expected.set(address, (this.expected.get(address) ?? 0) + 1);
-    if (!this.subscribed) {
-      subscribe(NET_CLIENT_SOCKET, this.onSocket);
-      this.subscribed = true;
-    }
+    this.unsubscribe ??= onClientSockets(this.onSocket);
     let done = false;
     return () => {
       if (done) return;
@@ -64,9 +60,9 @@ export class GrpcSocketWatch {
       const n = (this.expected.get(address) ?? 1) - 1;
       if (n > 0) this.expected.set(address, n);
       else this.expected.delete(address);
-      if (this.expected.size === 0 && this.subscribed) {
-        unsubscribe(NET_CLIENT_SOCKET, this.onSocket);
-        this.subscribed = false;
+      if (this.expected.size === 0 && this.unsubscribe) {
+        this.unsubscribe();
+        this.unsubscribe = null;
       }
     };
   }
@@ -75,9 +71,7 @@ export class GrpcSocketWatch {
     return this.watched.size;
   }
 
-  private readonly onSocket = (message: unknown): void => {
-    const socket = (message as { socket?: Socket }).socket;
-    if (!socket || typeof socket.once !== "function") return;
+  private readonly onSocket = (socket: Socket): void => {
     socket.once("connect", () => {
       if (this.isExpected(socket)) this.watch(socket);
     });

@@ -14,7 +14,7 @@ import {
 } from "@grpc/grpc-js";
 import { decodePacket, encodePacket } from "../../proto/codec.js";
 import type { Packet } from "../../proto/packet.js";
-import { AGENT_SERVICE } from "../../transport/grpc-services.js";
+import { AGENT_SERVICE } from "../../transport/grpc/services.js";
 import { ServerConnectError } from "../errors.js";
 import { grpcSocketWatch, type WatchedAddress } from "./grpc-socket-watch.js";
 import type { HeaderMap, OpenedStream, StreamEnd } from "./opened-stream.js";

@@ -22,7 +22,7 @@ import type { IncomingHttpHeaders } from "node:http2";
 import type { CallerIdentity, CallerListener, FrontendKind } from "../../server/core/dial-context.js";
 import { DEFAULT_TENANT } from "../../server/policy/agent-auth.js";
 import { isValidTenantId } from "../../tenancy/tenant-id.js";
-import { PROXY_SERVICE } from "../../transport/grpc-services.js";
+import { PROXY_SERVICE } from "../../transport/grpc/services.js";
 
 /** The peer call is the frontend's own method: the upstream frontend protocol, unchanged. */
 export const PEER_PROXY_PATH = PROXY_SERVICE.proxy!.path;

@@ -29,10 +29,10 @@ import {
   type Packet,
   PacketType,
 } from "../../proto/packet.js";
+import type { CallStatus } from "../../transport/grpc/client-call-stream.js";
 import { CLOSE_ACK_TIMEOUT_MS } from "../../tunnel/durations.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
 import type { PacketStream } from "../../tunnel/packet-stream.js";
-import type { CallStatus } from "./peer-call-stream.js";
 import { peerDialFailure } from "./peer-outcome.js";
 
 /**

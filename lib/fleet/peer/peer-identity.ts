@@ -6,31 +6,31 @@
  * must never open one. The reverse holds too: the tenant authenticators refuse a certificate
  * whose kgw URI is not a tenant URI, so a peer certificate is no tenant credential.
  *
- * Exactly one `kgw://` URI SAN is allowed, as for tenant certificates: a certificate is never
- * read two ways. The client end checks the server's certificate the same way instead of a host
- * name: instances come and go at addresses the registry hands out, and what matters is that the
- * other end is one of the fleet's instances.
+ * Exactly one `kgw://` URI SAN is allowed, as for tenant certificates (lib/pki/kgw-uri.ts reads it
+ * for both): a certificate is never read two ways. The client end checks the server's certificate
+ * the same way instead of a host name: instances come and go at addresses the registry hands out,
+ * and what matters is that the other end is one of the fleet's instances.
  */
 import type { PeerCertificate } from "node:tls";
 import { type CaPems, type IssuedCertificate, type IssueOptions, issueCertificate } from "../../pki/issue.js";
+import { type KgwUriRefusal, kgwUriOf } from "../../pki/kgw-uri.js";
 
 export const PEER_IDENTITY_URI = "kgw://fleet/peer";
 
-const OUR_SCHEME = "kgw://";
-
 /** Why `san` is not a peer identity, or null when it is one. */
 export function peerIdentityProblem(san: string | undefined): string | null {
-  if (san === undefined || san === "") return "the certificate has no subjectAltName";
-  const entries = splitAltNames(san);
-  if (entries === undefined) return "the certificate's subjectAltName cannot be read";
-  const ours = entries.filter((e) => e.type === "URI" && e.value.toLowerCase().startsWith(OUR_SCHEME));
-  if (ours.length === 0) return `the certificate has no ${PEER_IDENTITY_URI} URI SAN`;
-  if (ours.length > 1) return "the certificate has more than one kgw URI SAN";
-  if (ours[0]!.value !== PEER_IDENTITY_URI) {
-    return `the certificate's kgw URI SAN is not ${PEER_IDENTITY_URI}`;
-  }
+  const read = kgwUriOf(san);
+  if (!read.ok) return REFUSAL_PROBLEMS[read.refusal];
+  if (read.uri !== PEER_IDENTITY_URI) return `the certificate's kgw URI SAN is not ${PEER_IDENTITY_URI}`;
   return null;
 }
+
+const REFUSAL_PROBLEMS: Record<KgwUriRefusal, string> = {
+  "no-san": "the certificate has no subjectAltName",
+  unreadable: "the certificate's subjectAltName cannot be read",
+  none: `the certificate has no ${PEER_IDENTITY_URI} URI SAN`,
+  several: "the certificate has more than one kgw URI SAN",
+};
 
 /** The problem with a verified certificate as a peer's, or null when it is a fleet peer. */
 export function peerCertificateProblem(cert: PeerCertificate | undefined | null): string | null {
@@ -45,55 +45,6 @@ export function peerCertificateProblem(cert: PeerCertificate | undefined | null)
 export function checkPeerServerIdentity(_host: string, cert: PeerCertificate): Error | undefined {
   const problem = peerCertificateProblem(cert);
   return problem === null ? undefined : new Error(`the peer's server certificate is refused: ${problem}`);
-}
-
-interface AltName {
-  type: string;
-  value: string;
-}
-
-/**
- * Node's text form of the SANs (`DNS:a, URI:kgw://…`): a value holding a comma, a quote or a
- * control character is printed as a JSON string, so it stays one value and cannot smuggle in a
- * URI. The same reading as lib/tenancy/tenant-uri.ts.
- */
-function splitAltNames(text: string): AltName[] | undefined {
-  const out: AltName[] = [];
-  let i = 0;
-  while (i < text.length) {
-    const colon = text.indexOf(":", i);
-    if (colon === -1) return undefined;
-    const type = text.slice(i, colon);
-    let value: string;
-    let end: number;
-    if (text[colon + 1] === '"') {
-      end = closingQuote(text, colon + 2);
-      if (end === -1) return undefined;
-      try {
-        value = JSON.parse(text.slice(colon + 1, end + 1)) as string;
-      } catch {
-        return undefined;
-      }
-      end += 1;
-    } else {
-      end = text.indexOf(", ", colon + 1);
-      if (end === -1) end = text.length;
-      value = text.slice(colon + 1, end);
-    }
-    out.push({ type, value });
-    if (end === text.length) break;
-    if (!text.startsWith(", ", end)) return undefined;
-    i = end + 2;
-  }
-  return out;
-}
-
-function closingQuote(text: string, from: number): number {
-  for (let i = from; i < text.length; i++) {
-    if (text[i] === "\\") i++;
-    else if (text[i] === '"') return i;
-  }
-  return -1;
 }
 
 /**

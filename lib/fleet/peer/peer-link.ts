@@ -22,6 +22,7 @@ import {
   PEER_FAILURE_BACKOFF_JITTER,
   PEER_STREAM_WINDOW_BYTES,
 } from "../../server/durations.js";
+import { keepalive } from "../../transport/grpc/keepalive.js";
 import type { Http2PeerWatch } from "../../transport/http2-peer-watch.js";
 import { checkPeerServerIdentity } from "./peer-identity.js";
 
@@ -264,31 +265,22 @@ export class PeerLink {
     return session;
   }
 
-  /** A PING every keepaliveMs; no answer within keepaliveTimeoutMs closes the link (grpc-server.ts). */
+  /** A PING every keepaliveMs; no answer within keepaliveTimeoutMs closes the link. */
   private keepalive(
     session: ClientHttp2Session,
     socket: TLSSocket | null,
     fail: (kind: PeerLinkFailure, reason: string) => void,
   ): void {
     const { keepaliveMs, keepaliveTimeoutMs } = this.deps.timings;
-    const timer = setInterval(() => {
-      if (session.closed || session.destroyed) return;
-      const deadline = setTimeout(() => {
+    keepalive(session, {
+      intervalMs: keepaliveMs,
+      timeoutMs: keepaliveTimeoutMs,
+      onTimeout: () => {
         fail("keepalive", `no keepalive answer within ${keepaliveTimeoutMs}ms`);
-        // Not session.destroy(): a stuck session waits for a write that never finishes.
+        // Not session.destroy() alone: a stuck session waits for a write that never finishes.
         socket?.destroy();
         session.destroy();
-      }, keepaliveTimeoutMs);
-      deadline.unref();
-      try {
-        session.ping((err) => {
-          if (!err) clearTimeout(deadline);
-        });
-      } catch {
-        clearTimeout(deadline); // closing already
-      }
-    }, keepaliveMs);
-    timer.unref();
-    session.once("close", () => clearInterval(timer));
+      },
+    });
   }
 }

@@ -34,11 +34,12 @@ import {
   PEER_WATCH_TICK_MS,
   peerDialTimeoutMs,
 } from "../../server/durations.js";
-import { Http2PeerWatch, tcpPeerGone } from "../../transport/http2-peer-watch.js";
+import { GrpcClientCallStream } from "../../transport/grpc/client-call-stream.js";
+import { Http2PeerWatch } from "../../transport/http2-peer-watch.js";
+import { tcpPeerGone } from "../../transport/node-internals.js";
 import { readPem } from "../../transport/tls-files.js";
 import type { DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
 import { askPeerAgents, type PeerAgentsAnswer } from "./peer-agents-call.js";
-import { PeerCallStream } from "./peer-call-stream.js";
 import { PEER_PROXY_PATH, peerContextHeaders } from "./peer-context.js";
 import { PeerDial, type PeerDialOutcome } from "./peer-dial.js";
 import { type PeerInstance, PeerLink, type PeerTimings, type PeerTlsMaterial } from "./peer-link.js";
@@ -145,7 +146,7 @@ export class PeerLinks {
       throw new PeerUnavailableError(peer.id, (err as Error).message);
     }
     ctx.observer?.forwarded?.(peer.id);
-    const call = new PeerCallStream(stream, PEER_MAX_MESSAGE_BYTES, PEER_STREAM_HIGH_WATER_BYTES);
+    const call = new GrpcClientCallStream(stream, PEER_MAX_MESSAGE_BYTES, PEER_STREAM_HIGH_WATER_BYTES);
     const dial = new PeerDial(call, frontend, {
       peer: peer.id,
       dialTimeoutMs: this.dialTimeoutMs,

@@ -26,7 +26,7 @@ import { GrpcCode } from "../../errors.js";
 import { MAX_MESSAGE_BYTES, PEER_KEEPALIVE_MS, PEER_KEEPALIVE_TIMEOUT_MS } from "../../server/durations.js";
 import type { ListenerSet } from "../../server/listeners/listener-set.js";
 import type { PeerListenerDeps } from "../../server/routing.js";
-import type { GrpcMethodHandler, GrpcRequest } from "../../transport/grpc-server.js";
+import type { GrpcMethodHandler, GrpcRequest } from "../../transport/grpc/server.js";
 import { listenTcp } from "../../transport/listen.js";
 import { serverTlsSettings } from "../../transport/tls-files.js";
 import { PEER_AGENTS_HEADER, PEER_AGENTS_PATH } from "./peer-agents-call.js";

@@ -1,12 +1,12 @@
 /**
  * AgentService.Connect over gRPC: the transport upstream agents speak (and ours, when the server
- * does not offer kgw-tunnel/1), served by our own gRPC server (lib/transport/grpc-server.ts).
+ * does not offer kgw-tunnel/1), served by our own gRPC server (lib/transport/grpc/server.ts).
  * Admission is shared with the tunnel transport (agent-admission.ts).
  */
 import type { IncomingHttpHeaders } from "node:http2";
 import type { TLSSocket } from "node:tls";
 import { GatewayError, GrpcCode, grpcCodeName, grpcStatusFor } from "../../errors.js";
-import type { GrpcMethodHandler } from "../../transport/grpc-server.js";
+import type { GrpcMethodHandler } from "../../transport/grpc/server.js";
 import { type AgentAdmissionDeps, admitAgent, recordRefusal } from "./agent-admission.js";
 
 /**

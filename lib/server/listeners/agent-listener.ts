@@ -13,7 +13,7 @@ import { createServer as createTlsServer, type TLSSocket, type Server as TlsServ
 import type { ServerOptions } from "../../config/server-options.js";
 import { TUNNEL_ALPN } from "../../proto/tunnel-frames.js";
 import { acceptFrontendConnection } from "../../transport/frontend-connection.js";
-import { AGENT_SERVICE } from "../../transport/grpc-services.js";
+import { AGENT_SERVICE } from "../../transport/grpc/services.js";
 import { serverTlsSettings } from "../../transport/tls-files.js";
 import { AGENT_PROBE_ANSWER_MS, KEEPALIVE_TIMEOUT_MS, MAX_MESSAGE_BYTES } from "../durations.js";
 import type { InstallRoute } from "../install/install-route.js";

@@ -19,7 +19,7 @@ import { budgetedInfo } from "../../observability/log-budget.js";
 import type { Logger } from "../../observability/logger.js";
 import { refusalLog } from "../../observability/refusal-log.js";
 import type { FrontendConnectionOptions } from "../../transport/frontend-connection.js";
-import type { GrpcMethodHandler, GrpcServer } from "../../transport/grpc-server.js";
+import type { GrpcMethodHandler, GrpcServer } from "../../transport/grpc/server.js";
 import { formatConnectResponse } from "../../transport/http-connect-parser.js";
 import { resetSocket } from "../../transport/reset-socket.js";
 import {

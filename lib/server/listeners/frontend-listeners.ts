@@ -8,7 +8,7 @@ import { type AddressInfo, createServer as createNetServer, type Server } from "
 import { createServer as createTlsServer } from "node:tls";
 import type { ServerOptions } from "../../config/server-options.js";
 import { acceptFrontendConnection } from "../../transport/frontend-connection.js";
-import { PROXY_SERVICE } from "../../transport/grpc-services.js";
+import { PROXY_SERVICE } from "../../transport/grpc/services.js";
 import { listenTcp, listenUnix } from "../../transport/listen.js";
 import { serverTlsSettings } from "../../transport/tls-files.js";
 import type { CallerListener } from "../core/dial-context.js";

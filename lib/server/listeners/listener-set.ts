@@ -7,12 +7,12 @@ import type { Server, Socket } from "node:net";
 import type { TLSSocket, Server as TlsServer } from "node:tls";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
-import { GrpcServer, type GrpcServerOptions } from "../../transport/grpc-server.js";
+import { GrpcServer, type GrpcServerOptions } from "../../transport/grpc/server.js";
 import { HandshakeGate, type HandshakeLimits, sourceKey } from "../../transport/handshake-gate.js";
-import { Http2PeerWatch, tcpPeerGone } from "../../transport/http2-peer-watch.js";
+import { Http2PeerWatch } from "../../transport/http2-peer-watch.js";
 import { closeServer } from "../../transport/listen.js";
+import { tcpPeerGone, tlsTransport } from "../../transport/node-internals.js";
 import type { RefusalThrottle } from "../../transport/refusal-throttle.js";
-import { tlsTransport } from "../../transport/reset-socket.js";
 import { SocketTracker } from "../../transport/socket-tracker.js";
 import { PEER_WATCH_STALL_MS, PEER_WATCH_TICK_MS } from "../durations.js";
 

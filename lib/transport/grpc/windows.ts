@@ -4,7 +4,7 @@
  * With the 64 KiB default, one HTTP/2 stream moves at most 64 KiB per round trip: about 3 MB/s
  * over a 20 ms link, whatever the bandwidth. An agent stream carries every connection of that
  * agent, so its window bounds their sum. grpc-js sets client windows from the
- * `grpc-node.flow_control_window` channel option; our gRPC server (grpc-server.ts, both the
+ * `grpc-node.flow_control_window` channel option; our gRPC server (grpc/server.ts, both the
  * frontend and the agent port) sets the same sizes for its sessions: the per-stream window in
  * SETTINGS, and the connection window
  * (which otherwise caps all streams of a session together at 64 KiB per round trip; on loopback

@@ -1,5 +1,5 @@
 /**
- * Our gRPC server on Node's HTTP/2 directly (why not grpc-js: see grpc-call-stream.ts): the
+ * Our gRPC server on Node's HTTP/2 directly (why not grpc-js: see call-stream.ts): the
  * frontend's ProxyService and the agent port's AgentService each run on one. It serves whatever
  * bidirectional methods it is given, on connections handed to `accept` (TLS sockets negotiated
  * to h2, and sniffed plaintext or Unix-socket connections), with what a gRPC server owes its
@@ -11,8 +11,8 @@
  *   that closes that one stream;
  * - `grpc-timeout` is a deadline: the call ends with DEADLINE_EXCEEDED when it runs out;
  * - keepalive: a PING every `keepaliveMs`; no answer in `keepaliveTimeoutMs` closes the
- *   connection (by its socket: see http2-peer-watch.ts for why not `session.destroy()`);
- * - WAN-sized flow-control windows (http2-windows.ts);
+ *   connection (by its socket: see ../http2-peer-watch.ts for why not `session.destroy()`);
+ * - WAN-sized flow-control windows (windows.ts);
  * - a connection that has opened no call within `firstCallTimeoutMs` is closed: before its first
  *   call a peer has shown no credential (on the agent port, where TLS client certificates are
  *   optional, an h2 session is otherwise free to sit idle for ever);
@@ -31,14 +31,15 @@ import {
   type ServerHttp2Stream,
 } from "node:http2";
 import type { Duplex } from "node:stream";
-import { DeadlineExceededError, GrpcCode } from "../errors.js";
-import type { Logger } from "../observability/logger.js";
-import { type RefusalLog, refusalLog } from "../observability/refusal-log.js";
-import { encodeGrpcMessage, parseGrpcTimeout } from "../proto/grpc-http2.js";
-import { GRPC_RESPONSE_HEADERS, GrpcCallStream } from "./grpc-call-stream.js";
-import type { PeerActivity } from "./http2-peer-watch.js";
-import { HTTP2_CONNECTION_WINDOW_BYTES, HTTP2_STREAM_WINDOW_BYTES } from "./http2-windows.js";
-import { peerCloseKind } from "./peer-close.js";
+import { DeadlineExceededError, GrpcCode } from "../../errors.js";
+import type { Logger } from "../../observability/logger.js";
+import { type RefusalLog, refusalLog } from "../../observability/refusal-log.js";
+import { encodeGrpcMessage, parseGrpcTimeout } from "../../proto/grpc-http2.js";
+import type { PeerActivity } from "../http2-peer-watch.js";
+import { peerCloseKind } from "../peer-close.js";
+import { GRPC_RESPONSE_HEADERS, GrpcCallStream } from "./call-stream.js";
+import { keepalive } from "./keepalive.js";
+import { HTTP2_CONNECTION_WINDOW_BYTES, HTTP2_STREAM_WINDOW_BYTES } from "./windows.js";
 
 /** One incoming call, before it is answered: the handler accepts it or refuses it. */
 export interface GrpcRequest {
@@ -183,26 +184,15 @@ export class GrpcServer {
   private keepalive(session: ServerHttp2Session, transport: Duplex): void {
     const { keepaliveMs, keepaliveTimeoutMs } = this.opts;
     if (keepaliveMs <= 0) return;
-    const timer = setInterval(() => {
-      // After GOAWAY (drain) Node fails every PING at once; the drain has its own time limit.
-      if (session.closed) return;
-      const deadline = setTimeout(() => {
+    keepalive(session, {
+      intervalMs: keepaliveMs,
+      timeoutMs: keepaliveTimeoutMs,
+      onTimeout: () => {
         this.opts.log.info({ keepaliveTimeoutMs }, "closing an HTTP/2 connection: no keepalive answer");
         transport.destroy();
-      }, keepaliveTimeoutMs).unref();
-      const watched = this.activity.get(session)?.pingSent();
-      try {
-        // Called with an error when the session closes first: the deadline goes either way.
-        session.ping((err) => {
-          clearTimeout(deadline);
-          watched?.(!err);
-        });
-      } catch {
-        clearTimeout(deadline); // closing already
-        watched?.(false);
-      }
-    }, keepaliveMs).unref();
-    session.once("close", () => clearInterval(timer));
+      },
+      pingSent: () => this.activity.get(session)?.pingSent(),
+    });
   }
 
   private onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {

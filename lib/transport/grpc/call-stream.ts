@@ -7,8 +7,8 @@
  * allocated and copied twice before HTTP/2 saw it; at 64 KiB per message those allocations
  * drove V8 into a mark-compact every ~40 ms (external memory pressure). Here a DATA packet is a
  * small header (prefix plus protobuf fields, lib/proto/codec.ts) written with the agent's own
- * buffer, never copied. Received messages come out as views of the HTTP/2 chunks when they fit
- * in one (lib/proto/grpc-http2.ts).
+ * buffer, never copied (packet-message.ts). Received messages come out as views of the HTTP/2
+ * chunks when they fit in one (lib/proto/grpc-http2.ts).
  *
  * The call's end is the gRPC status in trailers: `end()` sends OK once everything written has
  * gone out; `fail(err)` sends the error's status instead; `destroy()` resets the stream.
@@ -17,17 +17,13 @@
  * call stops reading, and HTTP/2 flow control then holds the caller back.
  */
 import { constants, type ServerHttp2Stream } from "node:http2";
-import { GrpcCode, grpcStatusFor, ProtocolError } from "../errors.js";
-import { decodePacket, encodeDataPacketHeader, encodePacket } from "../proto/codec.js";
-import {
-  encodeGrpcMessage,
-  GrpcMessageDecoder,
-  MESSAGE_PREFIX_BYTES,
-  writeMessagePrefix,
-} from "../proto/grpc-http2.js";
-import { type Packet, PacketType } from "../proto/packet.js";
-import { DecodingPacketStream } from "./decoding-packet-stream.js";
-import type { PeerActivity } from "./http2-peer-watch.js";
+import { GrpcCode, grpcStatusFor, ProtocolError } from "../../errors.js";
+import { decodePacket } from "../../proto/codec.js";
+import { encodeGrpcMessage, GrpcMessageDecoder } from "../../proto/grpc-http2.js";
+import type { Packet } from "../../proto/packet.js";
+import { DecodingPacketStream } from "../decoding-packet-stream.js";
+import type { PeerActivity } from "../http2-peer-watch.js";
+import { writePacketMessage } from "./packet-message.js";
 
 /** Bytes queued in the stream before `write` reports backpressure: one credit chunk and change. */
 export const CALL_WRITE_HIGH_WATER_BYTES = 512 * 1024;
@@ -110,24 +106,8 @@ export class GrpcCallStream extends DecodingPacketStream {
   }
 
   write(packet: Packet, cb?: (err?: Error | null) => void): boolean {
-    const s = this.stream;
     this.activity.active();
-    if (packet.type === PacketType.DATA && packet.error === "") {
-      const n = packet.data.byteLength;
-      const header = encodeDataPacketHeader(packet.connectId, n, MESSAGE_PREFIX_BYTES);
-      writeMessagePrefix(header, header.byteLength - MESSAGE_PREFIX_BYTES + n);
-      // Header and bytes in one writev; the bytes are the sender's buffer, not a copy.
-      s.cork();
-      s.write(header);
-      s.write(packet.data, cb);
-      s.uncork();
-    } else {
-      const body = encodePacket(packet);
-      const message = Buffer.allocUnsafe(MESSAGE_PREFIX_BYTES + body.byteLength);
-      writeMessagePrefix(message, body.byteLength);
-      message.set(body, MESSAGE_PREFIX_BYTES);
-      s.write(message, cb);
-    }
+    writePacketMessage(this.stream, packet, cb);
     return this.accepted();
   }
 

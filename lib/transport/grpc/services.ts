@@ -3,8 +3,8 @@
  * of a generated one. Paths have no package prefix, exactly as upstream.
  */
 import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
-import { decodePacket, encodePacket } from "../proto/codec.js";
-import type { Packet } from "../proto/packet.js";
+import { decodePacket, encodePacket } from "../../proto/codec.js";
+import type { Packet } from "../../proto/packet.js";
 
 function bidi(path: string, originalName: string): MethodDefinition<Packet, Packet> {
   return {

@@ -1,18 +1,20 @@
 /**
- * The client end of one peer call (ProxyService.Proxy on the owner's peer port) as a
- * PacketStream: the counterpart of the server's GrpcCallStream (lib/transport/grpc-call-stream.ts)
- * on a Node HTTP/2 client stream, with the same habits. A DATA packet goes out as a small header
- * and the caller's own buffer in one writev, never copied; received messages come out as views
+ * The client end of one gRPC call on a Node HTTP/2 client stream, as a PacketStream: what the
+ * fleet's peer links (lib/fleet/peer/) use for ProxyService.Proxy on the owner's peer port. The
+ * counterpart of the server's GrpcCallStream (call-stream.ts), with the same habits and the same
+ * framing (packet-message.ts): a DATA packet goes out as a small header and the caller's own
+ * buffer in one writev, never copied; received messages come out as views
  * of the HTTP/2 chunks when they fit in one (lib/proto/grpc-http2.ts). Delivery, pausing and
  * backpressure are DecodingPacketStream's: a paused call stops reading its stream, and HTTP/2's
  * per-stream flow control then holds the owner back on this tunnel alone.
  */
 import { type ClientHttp2Stream, constants, type IncomingHttpHeaders } from "node:http2";
 import { ProtocolError } from "../../errors.js";
-import { decodePacket, encodeDataPacketHeader, encodePacket } from "../../proto/codec.js";
-import { GrpcMessageDecoder, MESSAGE_PREFIX_BYTES, writeMessagePrefix } from "../../proto/grpc-http2.js";
-import { type Packet, PacketType } from "../../proto/packet.js";
-import { DecodingPacketStream } from "../../transport/decoding-packet-stream.js";
+import { decodePacket } from "../../proto/codec.js";
+import { GrpcMessageDecoder } from "../../proto/grpc-http2.js";
+import type { Packet } from "../../proto/packet.js";
+import { DecodingPacketStream } from "../decoding-packet-stream.js";
+import { writePacketMessage } from "./packet-message.js";
 
 /** The call's gRPC status, once the owner sent it (trailers, or a trailers-only answer). */
 export interface CallStatus {
@@ -20,7 +22,7 @@ export interface CallStatus {
   message: string;
 }
 
-export class PeerCallStream extends DecodingPacketStream {
+export class GrpcClientCallStream extends DecodingPacketStream {
   private readonly decoder: GrpcMessageDecoder;
   /** Null until the owner ended the call with a status. */
   status: CallStatus | null = null;
@@ -56,21 +58,7 @@ export class PeerCallStream extends DecodingPacketStream {
   write(packet: Packet, cb?: (err?: Error | null) => void): boolean {
     const s = this.stream;
     if (s.destroyed || s.writableEnded) return false;
-    if (packet.type === PacketType.DATA && packet.error === "") {
-      const n = packet.data.byteLength;
-      const header = encodeDataPacketHeader(packet.connectId, n, MESSAGE_PREFIX_BYTES);
-      writeMessagePrefix(header, header.byteLength - MESSAGE_PREFIX_BYTES + n);
-      s.cork();
-      s.write(header);
-      s.write(packet.data, cb);
-      s.uncork();
-    } else {
-      const body = encodePacket(packet);
-      const message = Buffer.allocUnsafe(MESSAGE_PREFIX_BYTES + body.byteLength);
-      writeMessagePrefix(message, body.byteLength);
-      message.set(body, MESSAGE_PREFIX_BYTES);
-      s.write(message, cb);
-    }
+    writePacketMessage(s, packet, cb);
     return this.accepted();
   }
 
