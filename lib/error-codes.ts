@@ -34,7 +34,9 @@ export type ErrorCode =
   | "ERR_ALREADY_EXISTS"
   | "ERR_CONFLICT"
   | "ERR_STORE_CORRUPT"
-  | "ERR_STORE_UNAVAILABLE";
+  | "ERR_STORE_UNAVAILABLE"
+  // A failure that is not one of ours (a bug): see toGatewayError in errors.ts.
+  | "ERR_INTERNAL";
 
 export class GatewayError extends Error {
   readonly code: ErrorCode;
@@ -77,6 +79,7 @@ const HTTP_STATUS: Record<ErrorCode, number> = {
   ERR_CONFLICT: 409,
   ERR_STORE_CORRUPT: 500,
   ERR_STORE_UNAVAILABLE: 503,
+  ERR_INTERNAL: 500,
 };
 
 /** HTTP status for a CONNECT request that failed with `err`. Unknown errors are 500. */
@@ -139,6 +142,7 @@ const GRPC_STATUS: Record<ErrorCode, number> = {
   ERR_CONFLICT: GrpcCode.ABORTED,
   ERR_STORE_CORRUPT: GrpcCode.DATA_LOSS,
   ERR_STORE_UNAVAILABLE: GrpcCode.UNAVAILABLE,
+  ERR_INTERNAL: GrpcCode.INTERNAL,
 };
 
 /** gRPC status code for a stream that fails with `err`. Unknown errors are INTERNAL. */

@@ -297,3 +297,18 @@ export class PeerNotHereError extends NoAgentError {
     super(message);
   }
 }
+
+/**
+ * A failure that is not one of ours: a bug, or a library throwing where we expected it not to.
+ * Mapped like any other (500, INTERNAL), with the original as its cause.
+ */
+export class InternalError extends GatewayError {
+  constructor(cause: unknown) {
+    super("ERR_INTERNAL", cause instanceof Error ? cause.message : String(cause), { cause });
+  }
+}
+
+/** What a catch site holds, as a typed failure: itself when it is one, else an InternalError. */
+export function toGatewayError(err: unknown): GatewayError {
+  return err instanceof GatewayError ? err : new InternalError(err);
+}

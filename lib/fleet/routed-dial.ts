@@ -15,7 +15,13 @@
  * When no owner is left the caller gets what a single instance says with no agent (503).
  * Cancelling at any point cancels what is in flight and nothing more is said to the caller.
  */
-import { type GatewayError, NoAgentError, PeerNotHereError, PeerUnavailableError } from "../errors.js";
+import {
+  type GatewayError,
+  NoAgentError,
+  PeerNotHereError,
+  PeerUnavailableError,
+  toGatewayError,
+} from "../errors.js";
 import type { AgentDirectory, DialContext } from "../server/core/dial-context.js";
 import type { DialHandle, DialRequest, FrontendEnd } from "../tunnel/endpoints.js";
 import type { InstanceView } from "./instance-view.js";
@@ -81,7 +87,7 @@ export class RoutedDial implements DialHandle {
         return;
       } catch (err) {
         if (!(err instanceof PeerUnavailableError)) {
-          this.fail(err as GatewayError, sync);
+          this.fail(toGatewayError(err), sync);
           return;
         }
       }
@@ -141,7 +147,7 @@ export class RoutedDial implements DialHandle {
       // local agent that connected since, and then that is the answer.
       this.inner = this.deps.local.dial(this.ctx, this.req, this.frontend);
     } catch (err) {
-      this.fail(err as GatewayError, sync);
+      this.fail(toGatewayError(err), sync);
     }
   }
 

@@ -6,7 +6,7 @@
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { TLSSocket } from "node:tls";
-import { type GatewayError, HeadersTimeoutError, httpStatusFor } from "../errors.js";
+import { type GatewayError, HeadersTimeoutError, httpStatusFor, toGatewayError } from "../errors.js";
 import type { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import type { RefusalLog } from "../observability/refusal-log.js";
@@ -102,7 +102,8 @@ export function acceptFrontendConnection(socket: Socket | TLSSocket, opts: Front
     try {
       result = parser.push(chunk);
     } catch (err) {
-      reject(err as GatewayError, (err as GatewayError).code ?? "bad_request");
+      const failure = toGatewayError(err);
+      reject(failure, failure.code);
       return;
     }
     if (result.kind === "incomplete") return;

@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { agentDialError, grpcStatusFor, httpStatusFor, NoAgentError } from "../../lib/errors.js";
+import {
+  agentDialError,
+  GrpcCode,
+  grpcStatusFor,
+  httpStatusFor,
+  InternalError,
+  NoAgentError,
+  toGatewayError,
+} from "../../lib/errors.js";
 
 describe("dial errors reported by agents map to HTTP status as upstream maps them", () => {
   it.each([
@@ -33,5 +41,22 @@ describe("dial errors reported by agents map to HTTP status as upstream maps the
 
   it("maps a refused destination to PERMISSION_DENIED on gRPC", () => {
     expect(grpcStatusFor(agentDialError("dial tcp 169.254.169.254:80: destination not allowed"))).toBe(7);
+  });
+});
+
+describe("a catch site's failure as a typed error", () => {
+  it("keeps one of ours as it is", () => {
+    const err = new NoAgentError("no agent for tenant acme");
+    expect(toGatewayError(err)).toBe(err);
+  });
+
+  it("wraps anything else as an internal failure, 500 and INTERNAL, with the original as cause", () => {
+    const bug = new TypeError("cannot read properties of undefined");
+    const err = toGatewayError(bug);
+    expect(err).toBeInstanceOf(InternalError);
+    expect(err).toMatchObject({ code: "ERR_INTERNAL", message: bug.message, cause: bug });
+    expect(httpStatusFor(err)).toBe(500);
+    expect(grpcStatusFor(err)).toBe(GrpcCode.INTERNAL);
+    expect(toGatewayError("a thrown string").message).toBe("a thrown string");
   });
 });

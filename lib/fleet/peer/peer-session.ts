@@ -15,7 +15,7 @@
  * the agent once HTTP/2 has taken the bytes, which the forwarding instance's stream window
  * bounds), and data from the forwarding instance pauses the call while the agent's side is full.
  */
-import { type GatewayError, ProtocolError } from "../../errors.js";
+import { type GatewayError, ProtocolError, toGatewayError } from "../../errors.js";
 import type { Logger } from "../../observability/logger.js";
 import {
   closeResponse,
@@ -89,7 +89,7 @@ export class PeerServeSession implements DialObserver {
             this.end(),
           );
         } catch (err) {
-          this.dialFailed(err as GatewayError, isNotHere(err));
+          this.dialFailed(toGatewayError(err), isNotHere(err));
         }
         return;
       case PacketType.DATA: {

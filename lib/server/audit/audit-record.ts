@@ -73,6 +73,7 @@ const DIAL_FAILURE_OUTCOME: Record<ErrorCode, DialOutcome> = {
   ERR_CONFLICT: "failed",
   ERR_STORE_CORRUPT: "failed",
   ERR_STORE_UNAVAILABLE: "unavailable",
+  ERR_INTERNAL: "failed",
 };
 
 /** Outcome of a dial that failed with `code` (null: not one of our typed errors). */

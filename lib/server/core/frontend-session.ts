@@ -6,7 +6,7 @@
  * dials on one stream (allowed by the protocol) may go to different agents without clashing.
  */
 
-import { DialCancelledError, type GatewayError, isRefusal } from "../../errors.js";
+import { DialCancelledError, type GatewayError, isRefusal, toGatewayError } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
 import {
@@ -113,7 +113,7 @@ export class GrpcFrontendSession {
     try {
       conn.handle = this.dialer(req, this.frontendEnd(conn));
     } catch (err) {
-      this.dialFailed(conn, err as GatewayError);
+      this.dialFailed(conn, toGatewayError(err));
     }
   }
 

@@ -4,7 +4,13 @@
  * 504 dial timeout (see httpStatusFor).
  */
 import type { Socket } from "node:net";
-import { CredentialRevokedError, type GatewayError, httpStatusFor, isRefusal } from "../../errors.js";
+import {
+  CredentialRevokedError,
+  type GatewayError,
+  httpStatusFor,
+  isRefusal,
+  toGatewayError,
+} from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { BudgetedLog } from "../../observability/log-budget.js";
 import type { Logger } from "../../observability/logger.js";
@@ -166,7 +172,7 @@ export function serveConnect(opts: ConnectTunnelOptions): ConnectTunnel {
       },
     );
   } catch (err) {
-    fail(err as GatewayError);
+    fail(toGatewayError(err));
   }
   return { breakOff: () => breakOff(new CredentialRevokedError().code) };
 
