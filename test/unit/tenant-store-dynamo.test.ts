@@ -202,7 +202,7 @@ describe("kgw tenant --table", () => {
     expect(listed.output).toContain("acme");
     // Nothing but the command's own output: no SDK warning on stderr.
     expect(listed.output).not.toMatch(/Warning|NodeVersionSupport/);
-    expect((await kgw(dynamo.env, "delete", "acme", "--table", tableName)).code).toBe(0);
+    expect((await kgw(dynamo.env, "delete", "acme", "--table", tableName, "--yes")).code).toBe(0);
   });
 
   it("refuses --store-dir and --table together, and fails in bounded time when the table is unreachable", async () => {
