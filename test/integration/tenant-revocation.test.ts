@@ -324,7 +324,12 @@ describe("an agent that showed a certificate and a token", () => {
       expect(tunnel.status).toBe(200);
 
       const revokedAt = Date.now();
-      await store.run(["revoke", id, revoked === "certificate" ? bundle.serial : tokenId(tenant.agentToken), "--yes"]);
+      await store.run([
+        "revoke",
+        id,
+        revoked === "certificate" ? bundle.serial : tokenId(tenant.agentToken),
+        "--yes",
+      ]);
       const end = await within(tunnel.ended, 5000, "the tunnel through the agent closed");
       await waitFor(() => agentsOf(id).length === 0, REVOCATION_BOUND_MS, "the agent disconnected");
       const goneAfter = Date.now() - revokedAt;
