@@ -7,18 +7,20 @@
  * is built; the SDK then remembers for the process that the warning was dealt with.
  *
  * So the switch is set here for the construction only, and only if the operator has not set it
- * either way: the server, the agent and anything else in the process keep the SDK's default.
+ * (empty counts as not set): the server, the agent and anything else keep the SDK's default.
  */
 export const NODE_VERSION_WARNING_SWITCH = "AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED";
 
 export function withoutNodeVersionWarning<T>(build: () => T): T {
   // The SDK reads process.env itself: this switch has no other form.
   const env = process.env;
-  if (env[NODE_VERSION_WARNING_SWITCH] !== undefined) return build();
+  const before = env[NODE_VERSION_WARNING_SWITCH];
+  if (before !== undefined && before !== "") return build();
   env[NODE_VERSION_WARNING_SWITCH] = "true";
   try {
     return build();
   } finally {
-    delete env[NODE_VERSION_WARNING_SWITCH];
+    if (before === undefined) delete env[NODE_VERSION_WARNING_SWITCH];
+    else env[NODE_VERSION_WARNING_SWITCH] = before;
   }
 }
