@@ -234,6 +234,9 @@ describe("exit codes and confirmation of kgw tenant", () => {
     const args = ["tenant", "revoke", "hooli", tokenId, `--store-dir=${env.KGW_TENANT_STORE_DIR}`];
     const no = await runKgwOnTerminal(args, "Continue? [y/N]", "n", {});
     expect(no.code).toBe(EXIT.NOT_CONFIRMED);
+    // Ctrl-C at the question declines too; it never leaves the command waiting.
+    const interrupted = await runKgwOnTerminal(args, "Continue? [y/N]", "\u0003", {});
+    expect(interrupted.code).toBe(EXIT.NOT_CONFIRMED);
     const yes = await runKgwOnTerminal(args, "Continue? [y/N]", "y", {});
     expect(yes.code).toBe(EXIT.OK);
     expect((await kgw("revoke", "hooli", tokenId, "--yes")).code).toBe(EXIT.ALREADY);
