@@ -32,6 +32,7 @@ export type ErrorCode =
   // The tenant store (lib/tenancy/errors.ts has the classes).
   | "ERR_NOT_FOUND"
   | "ERR_ALREADY_EXISTS"
+  | "ERR_ALREADY_REVOKED"
   | "ERR_CONFLICT"
   | "ERR_STORE_CORRUPT"
   | "ERR_STORE_UNAVAILABLE"
@@ -76,6 +77,7 @@ const HTTP_STATUS: Record<ErrorCode, number> = {
   ERR_SERVER_CONNECT: 502,
   ERR_NOT_FOUND: 404,
   ERR_ALREADY_EXISTS: 409,
+  ERR_ALREADY_REVOKED: 409,
   ERR_CONFLICT: 409,
   ERR_STORE_CORRUPT: 500,
   ERR_STORE_UNAVAILABLE: 503,
@@ -101,6 +103,7 @@ export const GrpcCode = {
   UNAUTHENTICATED: 16,
   NOT_FOUND: 5,
   ALREADY_EXISTS: 6,
+  FAILED_PRECONDITION: 9,
   ABORTED: 10,
   DATA_LOSS: 15,
 } as const;
@@ -138,6 +141,8 @@ const GRPC_STATUS: Record<ErrorCode, number> = {
   ERR_SERVER_CONNECT: GrpcCode.UNAVAILABLE,
   ERR_NOT_FOUND: GrpcCode.NOT_FOUND,
   ERR_ALREADY_EXISTS: GrpcCode.ALREADY_EXISTS,
+  // The credential is in no state to be revoked: it is revoked already.
+  ERR_ALREADY_REVOKED: GrpcCode.FAILED_PRECONDITION,
   // ABORTED is gRPC's code for a failed optimistic-concurrency check: retry the read-modify-write.
   ERR_CONFLICT: GrpcCode.ABORTED,
   ERR_STORE_CORRUPT: GrpcCode.DATA_LOSS,

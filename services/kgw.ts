@@ -1,14 +1,12 @@
 /**
- * The `kgw` command: dispatches to a subcommand's `main`. Each subcommand is loaded on demand so
- * `kgw agent` never loads server code and vice versa.
+ * The `kgw` command: a table of commands, each loaded on demand so `kgw agent` never loads
+ * server code and vice versa; lib/commands/dispatch.ts does the rest (help, version, unknown
+ * commands). A new command is one entry here (CONTRIBUTING.md, "Where a new piece goes").
  */
-const COMMANDS: Record<
-  string,
-  {
-    summary: string;
-    load: () => Promise<{ main: (argv: string[], env: NodeJS.ProcessEnv) => Promise<number> }>;
-  }
-> = {
+import { type CommandTable, dispatch } from "../lib/commands/dispatch.js";
+import { packageVersion } from "../lib/commands/version.js";
+
+export const COMMANDS: CommandTable = {
   server: {
     summary: "run a gateway instance (konnectivity-server compatible)",
     load: () => import("./server/main.js"),
@@ -18,11 +16,14 @@ const COMMANDS: Record<
     load: () => import("./agent/main.js"),
   },
   tenant: {
-    summary: "manage tenants and their credentials (create, list, show, rotate, revoke, delete, bundle)",
+    summary: "manage tenants and their credentials in a tenant store",
+    subcommands: async () =>
+      (await import("../lib/commands/tenant/parse-tenant-command.js")).TENANT_SUBCOMMANDS,
     load: () => import("./tenant/main.js"),
   },
   pki: {
     summary: "make the certificates of an AWS deployment (CA, serving, peer) and their secrets' JSON",
+    subcommands: async () => (await import("../lib/commands/pki/parse-pki-command.js")).PKI_SUBCOMMANDS,
     load: () => import("./pki/main.js"),
   },
   demo: {
@@ -31,22 +32,10 @@ const COMMANDS: Record<
   },
 };
 
-function usage(): string {
-  const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(8)} ${c.summary}`);
-  return `Usage: kgw <command> [flags]\n\nCommands:\n${rows.join("\n")}\n\nRun "kgw <command> --help" for the flags of a command.\n`;
-}
-
-export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  const [name, ...rest] = argv;
-  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
-    process.stdout.write(usage());
-    return name === undefined ? 2 : 0;
-  }
-  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
-  if (!command) {
-    process.stderr.write(`kgw: unknown command "${name}"\n${usage()}`);
-    return 2;
-  }
-  const { main } = await command.load();
-  return main(rest, env);
+export function run(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  return dispatch(COMMANDS, argv, env, {
+    out: (text) => process.stdout.write(text),
+    err: (text) => process.stderr.write(text),
+    version: () => packageVersion(),
+  });
 }

@@ -7,6 +7,7 @@
  * defaults and `--help` text come from one table.
  */
 import { ConfigError } from "../errors.js";
+import { didYouMean } from "../util/did-you-mean.js";
 import { formatDuration, parseDuration } from "./duration.js";
 
 export type FlagKind = "string" | "int" | "bool" | "duration" | "port";
@@ -88,7 +89,7 @@ export function parseFlags<T extends Record<string, FlagSpec>>(
     const eq = arg.indexOf("=");
     const name = arg.slice(2, eq === -1 ? undefined : eq);
     const spec = Object.hasOwn(specs, name) ? specs[name] : undefined;
-    if (!spec) throw new ConfigError(`unknown flag --${name} (see --help)`);
+    if (!spec) throw new ConfigError(unknownFlag(name, specs));
     let raw: string;
     if (eq !== -1) raw = arg.slice(eq + 1);
     else if (spec.kind === "bool") raw = "true";
@@ -120,6 +121,19 @@ export function parseFlags<T extends Record<string, FlagSpec>>(
     help,
   };
 }
+
+/**
+ * The error line for a flag nobody declared: the name as typed (bounded: it is the user's input,
+ * maybe pasted garbage), the closest declared flag if one is close, and where to look.
+ */
+function unknownFlag(name: string, specs: Record<string, FlagSpec>): string {
+  const shown = name.length > MAX_SHOWN_FLAG ? `${name.slice(0, MAX_SHOWN_FLAG)}…` : name;
+  const known = [...Object.keys(specs), "help"];
+  return `unknown flag --${shown}${didYouMean(name, known, "--")} (see --help)`;
+}
+
+/** A flag name is at most about 30 letters; more than this is shown cut (a pasted token, say). */
+const MAX_SHOWN_FLAG = 60;
 
 export function formatHelp(usage: string, summary: string, specs: Record<string, FlagSpec>): string {
   const rows = Object.entries(specs).map(([name, spec]) => {

@@ -18,6 +18,13 @@ export class TenantExistsError extends GatewayError {
   }
 }
 
+/** `revoke` of a credential (or install link) that is revoked already: nothing changes. */
+export class CredentialAlreadyRevokedError extends GatewayError {
+  constructor(readonly credentialId: string) {
+    super("ERR_ALREADY_REVOKED", `credential ${credentialId} is already revoked`);
+  }
+}
+
 /**
  * A conditional write lost: the stored version was not the one the write was based on (someone
  * else wrote in between). DynamoDB's ConditionalCheckFailedException becomes this error.

@@ -14,7 +14,12 @@ import {
   validateEgressPolicy,
 } from "../egress/egress-policy.js";
 import { inactiveSince, isUsable } from "./credential-status.js";
-import { InvalidTenantInputError, TenantExistsError, TenantNotFoundError } from "./errors.js";
+import {
+  CredentialAlreadyRevokedError,
+  InvalidTenantInputError,
+  TenantExistsError,
+  TenantNotFoundError,
+} from "./errors.js";
 import {
   INACTIVE_CREDENTIAL_RETENTION_MS,
   MAX_CREDENTIALS_PER_KIND,
@@ -181,7 +186,7 @@ export function revokeCredential(record: TenantRecord, credentialId: string, now
   const install = found ? undefined : active.installTokens.find((t) => t.id === credentialId);
   if (install) {
     if (install.revokedAt !== null) {
-      throw new InvalidTenantInputError(`credential ${credentialId} is already revoked`);
+      throw new CredentialAlreadyRevokedError(credentialId);
     }
     const at = now.toISOString();
     return next(active, now, {
@@ -190,7 +195,7 @@ export function revokeCredential(record: TenantRecord, credentialId: string, now
   }
   if (!found) throw new TenantNotFoundError(`credential ${preview(credentialId)} of tenant ${record.id}`);
   if (found.credential.revokedAt !== null) {
-    throw new InvalidTenantInputError(`credential ${credentialId} is already revoked`);
+    throw new CredentialAlreadyRevokedError(credentialId);
   }
   const at = now.toISOString();
   const list = credentialsOf(active, found.kind).map((c) =>

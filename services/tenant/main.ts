@@ -1,8 +1,10 @@
 /**
  * `kgw tenant`: parse the command once, run it against the tenant store, exit with its code.
  */
+import { EXIT } from "../../lib/commands/exit-codes.js";
 import { parseTenantCommand } from "../../lib/commands/tenant/parse-tenant-command.js";
 import { runTenantCommand } from "../../lib/commands/tenant/run-tenant-command.js";
+import { terminalPrompter } from "../../lib/commands/terminal-prompt.js";
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let parsed: ReturnType<typeof parseTenantCommand>;
@@ -10,7 +12,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     parsed = parseTenantCommand(argv, env);
   } catch (err) {
     process.stderr.write(`kgw tenant: ${(err as Error).message}\n`);
-    return 2;
+    return EXIT.USAGE;
   }
   if (parsed.help) {
     process.stdout.write(parsed.text);
@@ -19,5 +21,6 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   return runTenantCommand(parsed.command, {
     out: (text) => process.stdout.write(text),
     err: (text) => process.stderr.write(text),
+    prompter: terminalPrompter(),
   });
 }

@@ -196,7 +196,7 @@ describe("changes in the store reach the running gateway", () => {
     });
     const tokenId = tenant.callerToken.split("_")[3]!;
     const revokedAt = Date.now();
-    await store.run(["revoke", "initech", tokenId]);
+    await store.run(["revoke", "initech", tokenId, "--yes"]);
     expect(BROKEN_TUNNEL_ERRORS).toContain(await ended);
     // Documented bound: the watch interval (250 ms here) plus one read.
     expect(Date.now() - revokedAt).toBeLessThan(2000);
@@ -218,7 +218,7 @@ describe("changes in the store reach the running gateway", () => {
       r.socket.once("error", (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
       r.socket.once("end", () => resolve("end"));
     });
-    await store.run(["delete", "umbrella"]);
+    await store.run(["delete", "umbrella", "--yes"]);
     expect(BROKEN_TUNNEL_ERRORS).toContain(await broken);
     r.socket.destroy();
     await waitFor(() => t.gw.registry.agents("umbrella").length === 0, 2000, "umbrella's agent disconnected");

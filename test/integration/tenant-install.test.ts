@@ -226,7 +226,7 @@ describe("kgw tenant install-token, then kubectl apply -f <the link>", () => {
       expect(a.body).toBe(answers[0]!.body);
       expect(a.body).not.toMatch(/globex|initech/);
     }
-    await store.run(["revoke", "globex", issued.installToken.tokenId]);
+    await store.run(["revoke", "globex", issued.installToken.tokenId, "--yes"]);
     const revoked = await fetchUrl(issued.installToken.url);
     expect(revoked.status).toBe(404);
     expect(revoked.body).toBe(answers[0]!.body);

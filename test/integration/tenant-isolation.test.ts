@@ -862,7 +862,7 @@ describe("6. a credential revoked mid-tunnel", () => {
     await waitFor(() => first.packets.some((p) => p.type === PacketType.DATA), 5000, "echo");
 
     const revokedAt = Date.now();
-    await store.run(["revoke", "acme", bundle.bundle.serial]);
+    await store.run(["revoke", "acme", bundle.bundle.serial, "--yes"]);
     const end = await within(first.ended, 5000, "the end of the revoked call");
     const tookMs = end.at - revokedAt;
     console.log(`gRPC caller stream ended ${tookMs} ms after the revocation: ${JSON.stringify(end)}`);
@@ -896,7 +896,7 @@ describe("6. a credential revoked mid-tunnel", () => {
 
     const logMark = t.logs.length;
     const revokedAt = Date.now();
-    await store.run(["revoke", "initech", tenants.initech.agentToken.split("_")[3]!]);
+    await store.run(["revoke", "initech", tenants.initech.agentToken.split("_")[3]!, "--yes"]);
     const end = await within(rec.ended, 5000, "the end of the connection");
     console.log(`CONNECT tunnel through the revoked agent ended ${end.at - revokedAt} ms after: ${end.how}`);
     expect(BROKEN_TUNNEL_ERRORS).toContain(end.how);
@@ -944,7 +944,7 @@ describe("7. a deleted tenant", () => {
 
     const logMark = t.logs.length;
     const deletedAt = Date.now();
-    await store.run(["delete", "umbrella"]);
+    await store.run(["delete", "umbrella", "--yes"]);
     const ends = await within(Promise.all(connectEnds), 5000, "the CONNECT tunnels closed");
     const statuses = await within(Promise.all(grpcEnds), 5000, "the gRPC streams ended");
     console.log(

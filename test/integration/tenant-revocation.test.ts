@@ -286,7 +286,7 @@ describe("a caller that showed a certificate and a token", () => {
       await dialEcho(grpc, 1n);
 
       const revokedAt = Date.now();
-      await store.run(["revoke", "acme", revoked === "certificate" ? serial : tokenId(token)]);
+      await store.run(["revoke", "acme", revoked === "certificate" ? serial : tokenId(token), "--yes"]);
       const [tunnelEnd, callEnd] = await within(
         Promise.all([tunnel.ended, grpc.ended]),
         5000,
@@ -324,7 +324,12 @@ describe("an agent that showed a certificate and a token", () => {
       expect(tunnel.status).toBe(200);
 
       const revokedAt = Date.now();
-      await store.run(["revoke", id, revoked === "certificate" ? bundle.serial : tokenId(tenant.agentToken)]);
+      await store.run([
+        "revoke",
+        id,
+        revoked === "certificate" ? bundle.serial : tokenId(tenant.agentToken),
+        "--yes",
+      ]);
       const end = await within(tunnel.ended, 5000, "the tunnel through the agent closed");
       await waitFor(() => agentsOf(id).length === 0, REVOCATION_BOUND_MS, "the agent disconnected");
       const goneAfter = Date.now() - revokedAt;
@@ -377,7 +382,7 @@ describe("a deleted tenant's gRPC caller", () => {
       await dialEcho(grpc, 2n);
 
       const deletedAt = Date.now();
-      await store.run(["delete", id]);
+      await store.run(["delete", id, "--yes"]);
       const end = await within(grpc.ended, 5000, "the call's end");
       console.log(
         `deleted tenant, ${first} cut first: gRPC ${JSON.stringify(end)} after ${end.at - deletedAt} ms`,

@@ -57,7 +57,7 @@ export function tenantCli(storeDir: string, pki: TestPki): TenantCli {
         `--gateway-address=${gatewayAddress}`,
       ])) as CreatedTenant,
     revoke: async (id, credentialId) => {
-      await run(["revoke", id, credentialId]);
+      await run(["revoke", id, credentialId, "--yes"]);
     },
     policy: async (id, rules) => {
       await run(["policy", id, ...(rules === "default" ? ["--default"] : ["--set", ...rules])]);

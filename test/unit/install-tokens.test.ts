@@ -114,7 +114,7 @@ describe("checking an install token", () => {
     const revoked = revokeCredential(record, token.id, at(1));
     expect(installTokenStatus(revoked.installTokens[0]!, at(1))).toBe("revoked");
     expect(reasonOf(() => checkInstallToken(revoked, token.token, at(1)))).toBe("revoked");
-    expect(reasonOf(() => revokeCredential(revoked, token.id, at(2)))).toBe("ERR_BAD_REQUEST");
+    expect(reasonOf(() => revokeCredential(revoked, token.id, at(2)))).toBe("ERR_ALREADY_REVOKED");
   });
 });
 

@@ -205,7 +205,7 @@ describe("kgw tenant", () => {
 
     // Revoke it the way an operator copies a serial from openssl: upper case with colons.
     const serial = principal.credentialId.toUpperCase().match(/../g)!.join(":");
-    const r = await kgw("revoke", "acme", serial);
+    const r = await kgw("revoke", "acme", serial, "--yes");
     expect(r.code).toBe(0);
     const after = await lookup();
     expect(() => authenticateCallerCertificate(after, peer, clock)).toThrow(
@@ -365,7 +365,7 @@ describe("kgw tenant", () => {
     expect(recheckPrincipal(() => rec, old, afterGrace)).toBe("expired");
 
     const colons = fresh.credentialId.toUpperCase().match(/../g)!.join(":");
-    expect((await kgw("revoke", "acme", colons)).code).toBe(0);
+    expect((await kgw("revoke", "acme", colons, "--yes")).code).toBe(0);
     rec = await record("acme");
     expect(recheckPrincipal(() => rec, fresh, clock)).toBe("revoked");
     expect(() => authenticateAgentCertificate(() => rec, newPeer, clock)).toThrow(
@@ -373,17 +373,17 @@ describe("kgw tenant", () => {
     );
   });
 
-  it("reports what went wrong, with exit 1 for failures and 2 for bad input", async () => {
+  it("reports what went wrong: 3 not found, 4 already so, 2 bad input", async () => {
     expect(await kgw("show", "nobody")).toMatchObject({
-      code: 1,
+      code: 3,
       err: expect.stringContaining("tenant nobody not found"),
     });
     expect(await kgw("create", "acme", "--bundle=false")).toMatchObject({
-      code: 1,
+      code: 4,
       err: expect.stringContaining("tenant acme already exists"),
     });
-    expect(await kgw("revoke", "acme", "0123456789abcdef")).toMatchObject({
-      code: 1,
+    expect(await kgw("revoke", "acme", "0123456789abcdef", "--yes")).toMatchObject({
+      code: 3,
       err: expect.stringContaining("not found"),
     });
     expect(
@@ -414,7 +414,7 @@ describe("kgw tenant", () => {
   });
 
   it("delete refuses every credential at once; list hides the tenant unless --all", async () => {
-    const r = await kgw("delete", "acme");
+    const r = await kgw("delete", "acme", "--yes");
     expect(r.code).toBe(0);
     const rec = await record("acme");
     expect(rec?.state).toBe("deleted");
@@ -425,12 +425,12 @@ describe("kgw tenant", () => {
       expect.objectContaining({ reason: "tenant-deleted" }),
     );
     expect((await kgw("rotate", "acme", "--credential=agent-certificate", `--out=${root}/gone`)).code).toBe(
-      1,
+      3,
     );
     expect((await kgw("list")).out).not.toContain("acme");
     expect((await kgw("list", "--all")).out).toMatch(/acme\s+deleted/);
     expect((await kgw("show", "acme")).out).toContain("deleted");
-    expect((await kgw("delete", "acme")).code).toBe(1);
+    expect((await kgw("delete", "acme", "--yes")).code).toBe(3);
   });
 
   it("runs as `kgw tenant` from the command line", async () => {

@@ -77,7 +77,7 @@ beforeAll(async () => {
   expect(created.code).toBe(0);
   createdToken = TOKEN.exec(created.out)![0];
   expect((await kgw("create", "gone", "--bundle=false")).code).toBe(0);
-  expect((await kgw("delete", "gone")).code).toBe(0);
+  expect((await kgw("delete", "gone", "--yes")).code).toBe(0);
 });
 
 afterAll(async () => {
@@ -183,10 +183,10 @@ describe("kgw tenant manifest", () => {
     expect((await record("acme"))!.agentTokens.length).toBe(tokens);
   });
 
-  it("refuses an unknown or deleted tenant with exit 1", async () => {
+  it("refuses an unknown or deleted tenant with exit 3 (not found)", async () => {
     for (const id of ["nobody", "gone"]) {
       const r = await kgw("manifest", id);
-      expect(r.code).toBe(1);
+      expect(r.code).toBe(3);
       expect(r.err).toMatch(new RegExp(`tenant ${id} not found`));
       expect(r.out).toBe("");
     }

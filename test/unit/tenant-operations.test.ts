@@ -152,7 +152,7 @@ describe("revocation and deletion", () => {
     const revoked = revokeCredential(r, id, at(5));
     expect(revoked.agentTokens[0]!.revokedAt).toBe(at(5).toISOString());
     expect(codeOf(() => revokeCredential(r, "0123456789abcdef", T0))).toBe("ERR_NOT_FOUND");
-    expect(codeOf(() => revokeCredential(revoked, id, T0))).toBe("ERR_BAD_REQUEST");
+    expect(codeOf(() => revokeCredential(revoked, id, T0))).toBe("ERR_ALREADY_REVOKED");
   });
 
   it("leaves a tombstone with no credentials, on which nothing else can be done", () => {

@@ -185,6 +185,9 @@ const list = (v: string): string[] =>
     .map((s) => s.trim())
     .filter((s) => s !== "");
 
+/** Every subcommand's name, from the table that dispatches them (the help texts are checked against it). */
+export const PKI_SUBCOMMANDS = Object.keys(SUBCOMMANDS) as readonly PkiSubcommand[];
+
 export function pkiHelp(sub?: PkiSubcommand): string {
   if (sub) {
     const flags = Object.fromEntries(SUBCOMMANDS[sub].flags.map((n) => [n, PKI_FLAGS[n]] as const));

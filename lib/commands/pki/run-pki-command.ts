@@ -9,6 +9,7 @@ import { ConfigError, GatewayError } from "../../errors.js";
 import { PEER_IDENTITY_URI } from "../../fleet/peer/peer-identity.js";
 import { type CertificateAuthority, createCa, loadCa } from "../../pki/ca.js";
 import { writePemFiles } from "../../pki/files.js";
+import { exitCodeFor } from "../exit-codes.js";
 import type { PkiCommand, SigningCa } from "./parse-pki-command.js";
 
 export interface PkiCliIo {
@@ -16,7 +17,7 @@ export interface PkiCliIo {
   err(text: string): void;
 }
 
-/** Exit codes: 0 done, 1 failed (a file could not be written), 2 bad usage or input. */
+/** Exit codes (lib/commands/exit-codes.ts): 0 done, 1 failed (a file could not be written), 2 bad usage or input. */
 export async function runPkiCommand(command: PkiCommand, io: PkiCliIo): Promise<number> {
   try {
     const written = await execute(command);
@@ -25,7 +26,7 @@ export async function runPkiCommand(command: PkiCommand, io: PkiCliIo): Promise<
   } catch (err) {
     if (err instanceof GatewayError) {
       io.err(`kgw pki ${command.name}: ${err.message}\n`);
-      return 2;
+      return exitCodeFor(err);
     }
     const code = (err as NodeJS.ErrnoException).code;
     if (code) {

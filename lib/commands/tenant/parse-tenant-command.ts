@@ -83,8 +83,17 @@ const SUBCOMMANDS: Record<
       "issue a new credential (a certificate as a bundle); the old ones of that kind stay valid for --grace",
     flags: ["credential", "grace", ...BUNDLE_FLAGS],
   },
-  revoke: { args: ["TENANT", "CREDENTIAL_ID"], summary: "refuse a credential from now on", flags: [] },
-  delete: { args: ["TENANT"], summary: "delete a tenant: all its credentials stop working", flags: [] },
+  revoke: {
+    args: ["TENANT", "CREDENTIAL_ID"],
+    summary: "refuse a credential from now on (asks first on a terminal; --yes without one)",
+    flags: ["yes"],
+  },
+  delete: {
+    args: ["TENANT"],
+    summary:
+      "delete a tenant: all its credentials stop working (asks for the tenant id on a terminal; --yes without one)",
+    flags: ["yes"],
+  },
   bundle: {
     args: ["TENANT"],
     summary: "issue a caller certificate and write the control plane's bundle",
@@ -125,7 +134,7 @@ const SUBCOMMANDS: Record<
     flags: ["max-tunnels", "dial-rate", "dial-burst", "max-agents", "max-buffered-mib"],
   },
 };
-const COMMON_FLAGS: readonly FlagName[] = ["store-dir", "table", "output"];
+const COMMON_FLAGS: readonly FlagName[] = ["store-dir", "table", "output", "json"];
 
 interface Common {
   storeDir: string;
@@ -156,8 +165,9 @@ export type TenantCommand =
       /** Set when rotating the agent certificate: the new one is written as an agent bundle. */
       agentBundle: AgentBundleSettings | null;
     })
-  | (Common & { name: "revoke"; tenantId: string; credentialId: string })
-  | (Common & { name: "delete"; tenantId: string })
+  /** `yes`: confirmed on the command line; otherwise the person at the terminal is asked. */
+  | (Common & { name: "revoke"; tenantId: string; credentialId: string; yes: boolean })
+  | (Common & { name: "delete"; tenantId: string; yes: boolean })
   | (Common & { name: "bundle"; tenantId: string; bundle: BundleSettings })
   | (Common & { name: "manifest"; tenantId: string; manifest: ManifestSettings })
   | (Common & { name: "install-token"; tenantId: string; install: InstallTokenSettings })
@@ -200,7 +210,7 @@ export function parseTenantCommand(
   const common: Common = {
     storeDir: table ? f["store-dir"] : requirePath(f["store-dir"], "--store-dir"),
     table,
-    output: outputFormat(f.output),
+    output: outputFormat(f.output, f.json, parsed.onCommandLine.has("output")),
   };
   const tenantId = () => asConfig(() => checkTenantId(args[0]));
   const bundle = (tenant: string) => bundleSettings(f, tenant);
@@ -228,10 +238,11 @@ export function parseTenantCommand(
     case "list":
       return ok({ ...common, name, all: f.all });
     case "show":
-    case "delete":
       return ok({ ...common, name, tenantId: tenantId() });
+    case "delete":
+      return ok({ ...common, name, tenantId: tenantId(), yes: f.yes });
     case "revoke":
-      return ok({ ...common, name, tenantId: tenantId(), credentialId: credentialId(args[1]!) });
+      return ok({ ...common, name, tenantId: tenantId(), credentialId: credentialId(args[1]!), yes: f.yes });
     case "rotate": {
       const id = tenantId();
       const credential = parseCredentialKind(f.credential);
@@ -338,7 +349,12 @@ function dynamoTableName(v: string): string {
   return v;
 }
 
-function outputFormat(v: string): OutputFormat {
+function outputFormat(v: string, json: boolean, outputGiven: boolean): OutputFormat {
+  if (json) {
+    if (outputGiven && v !== "json")
+      throw new ConfigError(`--json and --output=${v.slice(0, 40)} disagree: give one`);
+    return "json";
+  }
   if (v === "text" || v === "json") return v;
   throw new ConfigError(`--output: "${v.slice(0, 40)}" is not text or json`);
 }
@@ -355,6 +371,9 @@ function credentialId(v: string): string {
   if (!/^[0-9a-f:]{1,95}$/.test(id)) throw new ConfigError("CREDENTIAL_ID: expected the hex id `show` lists");
   return id;
 }
+
+/** Every subcommand's name, from the table that dispatches them (the help texts are checked against it). */
+export const TENANT_SUBCOMMANDS = Object.keys(SUBCOMMANDS) as readonly TenantSubcommand[];
 
 export function tenantHelp(sub?: TenantSubcommand): string {
   if (sub) {

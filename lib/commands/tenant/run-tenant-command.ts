@@ -23,17 +23,19 @@ import {
   addToken,
   createTenantRecord,
   deleteTenantRecord,
-  findCredential,
   requireActive,
   revokeCredential,
   setEgressPolicy,
   setQuotas,
 } from "../../tenancy/operations.js";
 import type { TenantStore } from "../../tenancy/store.js";
-import { normalizeSerial } from "../../tenancy/tenant-uri.js";
 import { type GeneratedToken, generateToken } from "../../tenancy/tokens.js";
+import { NO_TERMINAL, type Prompter } from "../confirm.js";
+import { EXIT, exitCodeFor } from "../exit-codes.js";
+import { confirmOrSay, credentialIdIn } from "./confirm-change.js";
 import { loadAgentBundleOptions, loadBundleOptions } from "./load-bundle-options.js";
 import type { OutputFormat, TenantCommand } from "./parse-tenant-command.js";
+import { withoutNodeVersionWarning } from "./quiet-aws-sdk.js";
 import {
   agentBundleText,
   agentBundleView,
@@ -54,27 +56,29 @@ export interface TenantCliIo {
   err(text: string): void;
   /** The clock; tests move it. */
   now?: () => Date;
+  /** Who confirms delete and revoke without --yes; default: nobody (they refuse). */
+  prompter?: Prompter;
 }
 
-/** Exit codes: 0 done, 1 failed (not found, conflict, store trouble), 2 bad usage or input. */
+/** Exit codes: lib/commands/exit-codes.ts (0 done, 1 failed, 2 usage, 3 not found, 4 already so, 5 not confirmed). */
 export async function runTenantCommand(command: TenantCommand, io: TenantCliIo): Promise<number> {
   const now = io.now ?? (() => new Date());
   let store: TenantStore | undefined;
   try {
     store = command.table
-      ? openDynamoTenantStore({ tableName: command.table })
+      ? withoutNodeVersionWarning(() => openDynamoTenantStore({ tableName: command.table! }))
       : await openFileTenantStore(command.storeDir, { create: command.name === "create" });
-    return await execute(command, store, { ...io, now });
+    return await execute(command, store, { ...io, now, prompter: io.prompter ?? NO_TERMINAL });
   } catch (err) {
     if (!(err instanceof GatewayError)) throw err;
     io.err(`kgw tenant ${command.name}: ${err.message}\n`);
-    return err instanceof ConfigError || err.code === "ERR_BAD_REQUEST" ? 2 : 1;
+    return exitCodeFor(err);
   } finally {
     await store?.close();
   }
 }
 
-type Io = Required<TenantCliIo>;
+export type Io = Required<TenantCliIo>;
 
 async function execute(command: TenantCommand, store: TenantStore, io: Io): Promise<number> {
   const print = printer(command.output, io);
@@ -229,15 +233,21 @@ async function execute(command: TenantCommand, store: TenantStore, io: Io): Prom
       return 0;
     }
     case "revoke": {
+      // Checked before asking: a mistyped id is "not found", not a question.
+      const before = requireActive(await store.get(command.tenantId), command.tenantId);
+      revokeCredential(before, credentialIdIn(before, command.credentialId), io.now());
+      const asked = await confirmOrSay(
+        command,
+        {
+          action: `Revoke credential ${command.credentialId} of tenant ${before.id}: it is refused from now on.`,
+          expect: "yes",
+        },
+        io,
+      );
+      if (asked !== EXIT.OK) return asked;
       const record = await updateTenant(store, command.tenantId, (current) => {
         const active = requireActive(current, command.tenantId);
-        // As typed, or as a serial printed with colons or leading zeros (openssl does both).
-        const id =
-          findCredential(active, command.credentialId) ||
-          active.installTokens.some((t) => t.id === command.credentialId)
-            ? command.credentialId
-            : (normalizeSerial(command.credentialId) ?? command.credentialId);
-        return revokeCredential(active, id, io.now());
+        return revokeCredential(active, credentialIdIn(active, command.credentialId), io.now());
       });
       print(
         { tenant: publicTenant(record, io.now()) },
@@ -246,6 +256,16 @@ async function execute(command: TenantCommand, store: TenantStore, io: Io): Prom
       return 0;
     }
     case "delete": {
+      const before = requireActive(await store.get(command.tenantId), command.tenantId);
+      const asked = await confirmOrSay(
+        command,
+        {
+          action: `Delete tenant ${before.id}: all its credentials stop working, its agents and callers are refused.`,
+          expect: { exactly: before.id },
+        },
+        io,
+      );
+      if (asked !== EXIT.OK) return asked;
       const record = await updateTenant(store, command.tenantId, (current) =>
         deleteTenantRecord(requireActive(current, command.tenantId), io.now()),
       );

@@ -31,6 +31,12 @@ export const TENANT_FLAGS = defineFlags({
     env: "KGW_TENANT_TABLE",
   },
   output: { kind: "string", default: "text", help: "Output format: text or json." },
+  json: { kind: "bool", default: false, help: "The same as --output=json." },
+  yes: {
+    kind: "bool",
+    default: false,
+    help: "delete, revoke: go ahead without asking (required when standard input is not a terminal).",
+  },
   "display-name": { kind: "string", default: "", help: "create: a name for people (default: the id)." },
   "caller-token": {
     kind: "bool",

@@ -70,6 +70,7 @@ const DIAL_FAILURE_OUTCOME: Record<ErrorCode, DialOutcome> = {
   ERR_SERVER_CONNECT: "failed",
   ERR_NOT_FOUND: "failed",
   ERR_ALREADY_EXISTS: "failed",
+  ERR_ALREADY_REVOKED: "failed",
   ERR_CONFLICT: "failed",
   ERR_STORE_CORRUPT: "failed",
   ERR_STORE_UNAVAILABLE: "unavailable",
