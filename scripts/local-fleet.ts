@@ -17,7 +17,7 @@
  * on every way out: done, failed, Ctrl-C, SIGTERM. Exit codes: 0 done, 1 failed (a busy port
  * among them, named with the flags that avoid it), 2 a bad flag.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type Server as HttpServer } from "node:http";
 import { createRequire } from "node:module";
@@ -28,6 +28,7 @@ import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { BENCH_CREDENTIALS, BENCH_REGION, localAwsEnv } from "../bench/harness/local-aws.js";
 import { addressInUse } from "../lib/demo/address-in-use.js";
 import { getThroughConnect } from "../lib/demo/connect-request.js";
+import { LOCAL_AGENT_MOVE_MS, LOCAL_STOP_MS } from "../lib/demo/durations.js";
 import {
   checkPortsFree,
   type FleetPortLayout,
@@ -38,6 +39,7 @@ import {
   parseLocalFleetOptions,
   portLayout,
 } from "../lib/demo/local-fleet-options.js";
+import { BUSY_PORT_ADVICE, LocalProcesses } from "../lib/demo/local-processes.js";
 import { TcpBalancer } from "../lib/demo/tcp-balancer.js";
 import { GatewayError } from "../lib/errors.js";
 import { issuePeerCertificate } from "../lib/fleet/peer/peer-identity.js";
@@ -52,49 +54,15 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
 const TABLE = "kgw-local";
 const TENANT = "acme";
 const KGW = path.join(path.dirname(new URL(import.meta.url).pathname), "..", "bin", "kgw.js");
-/** How long a process may take to start and announce itself: a cold `node` and a DynamoDB lease. */
-const START_MS = 30_000;
-/** How long the agent may take to be connected again after its instance is killed. */
-const MOVE_MS = 30_000;
-/** How long the instances get to leave the fleet on SIGTERM before they are killed. */
-const STOP_MS = 15_000;
-
 const dir = mkdtempSync(path.join(tmpdir(), "kgw-local-fleet-"));
-const children = new Map<string, ChildProcess>();
-let cleanups: (() => Promise<void>)[] = [];
+const procs = new LocalProcesses(dir, KGW);
+const cleanups: (() => Promise<void>)[] = [];
 
 /** Whatever happens, the directory with the CA key and the private keys does not outlive us. */
 process.on("exit", () => {
-  for (const c of children.values()) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+  procs.killAllNow();
   rmSync(dir, { recursive: true, force: true });
 });
-
-function run(name: string, args: string[], env: Record<string, string>): ChildProcess {
-  const log = openSync(path.join(dir, `${name}.log`), "a");
-  const child = spawn(process.execPath, [KGW, ...args], {
-    stdio: ["ignore", log, log],
-    env: { ...process.env, ...env },
-  });
-  children.set(name, child);
-  return child;
-}
-
-/** Why `name` stopped, from its exit and its log: a busy port said as such. */
-function exitedError(name: string, child: ChildProcess): Error {
-  let log = "";
-  try {
-    log = readFileSync(path.join(dir, `${name}.log`), "utf8");
-  } catch {}
-  const busy = /EADDRINUSE[^\n"]*/.exec(log);
-  if (busy) {
-    return new Error(
-      `${name} could not listen (${busy[0]}): a port is already in use; ` +
-        "start the fleet on other ports with --base-port=<another base> or --ephemeral-ports",
-    );
-  }
-  const tail = log.trim().split("\n").slice(-5).join("\n  ");
-  return new Error(`${name} exited (${child.exitCode ?? child.signalCode}) before it was ready:\n  ${tail}`);
-}
 
 async function status(port: number, urlPath: string): Promise<number> {
   try {
@@ -102,36 +70,6 @@ async function status(port: number, urlPath: string): Promise<number> {
   } catch {
     return 0;
   }
-}
-
-/** Polls `check`; a watched process that exits first fails at once, with its reason. */
-async function until(
-  what: string,
-  check: () => Promise<boolean>,
-  watch: string[],
-  ms = START_MS,
-): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    for (const name of watch) {
-      const c = children.get(name);
-      if (c && (c.exitCode !== null || c.signalCode !== null)) throw exitedError(name, c);
-    }
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms / 1000}s`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-/** The ports a child announced in its --ports-file (what it bound, with --ephemeral-ports). */
-async function announced(name: string, file: string): Promise<Record<string, number>> {
-  let ports: Record<string, number> | null = null;
-  await until(`${name} listening`, async () => {
-    try {
-      ports = JSON.parse(readFileSync(file, "utf8")) as Record<string, number>;
-    } catch {}
-    return ports !== null;
-  }, [name]);
-  return ports!;
 }
 
 async function startDynamo(): Promise<Record<string, string>> {
@@ -180,7 +118,7 @@ async function startInstance(
   // up front: with --ephemeral-ports, one found free a moment before.
   const peerPort = want.peer === 0 ? await freePort() : want.peer;
   const portsFile = path.join(dir, `${name}.ports.json`);
-  run(
+  procs.run(
     name,
     [
       "server",
@@ -204,7 +142,7 @@ async function startInstance(
     ],
     env,
   );
-  const p = await announced(name, portsFile);
+  const p = await procs.announced(name, portsFile);
   return { n, name, ports: { agent: p.agent!, admin: p.admin!, health: p.health!, peer: p.peer! } };
 }
 
@@ -221,7 +159,7 @@ async function freePort(): Promise<number> {
 async function agentAt(instances: Instance[]): Promise<InstanceNumber[]> {
   const at: InstanceNumber[] = [];
   for (const i of instances) {
-    if (children.get(i.name)?.exitCode !== null) continue;
+    if (!procs.running(i.name)) continue;
     if ((await status(i.ports.admin, `/readyz?tenant=${TENANT}`)) === 200) at.push(i.n);
   }
   return at;
@@ -305,7 +243,9 @@ async function main(): Promise<number> {
   const instances: Instance[] = [];
   for (const n of INSTANCES) instances.push(await startInstance(n, layout.instances[n], f, env));
   for (const i of instances) {
-    await until(`${i.name} ready`, async () => (await status(i.ports.health, "/readyz")) === 200, [i.name]);
+    await procs.until(`${i.name} ready`, async () => (await status(i.ports.health, "/readyz")) === 200, [
+      i.name,
+    ]);
   }
   // What the NLB checks is /healthz; /readyz here also keeps new connections off a draining instance.
   balancer.setTargets(
@@ -318,7 +258,7 @@ async function main(): Promise<number> {
   );
 
   // acme's agent, through the balancer, as an agent in acme's cluster reaches the hosted fleet.
-  run(
+  procs.run(
     "agent",
     [
       "agent",
@@ -334,9 +274,11 @@ async function main(): Promise<number> {
     { ...env, KGW_AGENT_TOKEN: agentToken },
   );
   // Connected, then to two instances: the fleet asks agents for two streams (--agent-redundancy).
-  await until("acme's agent connected to two instances", async () => (await agentAt(instances)).length >= 2, [
-    "agent",
-  ]);
+  await procs.until(
+    "acme's agent connected to two instances",
+    async () => (await agentAt(instances)).length >= 2,
+    ["agent"],
+  );
 
   const tls = {
     ca: readFileSync(bundle.files.caBundle, "utf8"),
@@ -365,15 +307,14 @@ async function main(): Promise<number> {
     // others, and requests through the balancer keep going.
     const holding = (await agentAt(instances))[0]!;
     const dead = instances.find((i) => i.n === holding)!;
-    children.get(dead.name)!.kill("SIGKILL");
-    await new Promise((r) => children.get(dead.name)!.once("exit", r));
+    await procs.kill(dead.name, "SIGKILL");
     out(`instance ${holding} killed (SIGKILL).`);
     const alive = instances.filter((i) => i !== dead);
-    await until(
+    await procs.until(
       "acme's agent on the surviving instances",
       async () => (await agentAt(alive)).length === alive.length,
       ["agent"],
-      MOVE_MS,
+      LOCAL_AGENT_MOVE_MS,
     );
     out(`acme's agent holds streams to instance(s) ${(await agentAt(alive)).join(", ")}.`);
     out(`  a request through the balancer: ${await dial(balancer.port)}`);
@@ -391,7 +332,7 @@ async function main(): Promise<number> {
       `  curl -s http://127.0.0.1:${instances[1]!.ports.admin}/readyz?verbose     # instance 2's view of the fleet\n` +
       `  curl -s http://127.0.0.1:${instances[1]!.ports.admin}/metrics | grep kgw_fleet_\n` +
       `Kill an instance and watch the agent move (the balancer prints its health changes):\n` +
-      instances.map((i) => `  kill ${children.get(i.name)!.pid}     # ${i.name}\n`).join("") +
+      instances.map((i) => `  kill ${procs.pid(i.name)}     # ${i.name}\n`).join("") +
       "Tenants in this fleet's table (kgw tenant --table):\n" +
       `  export ${awsEnv} \\\n    KGW_CA_CERT=${f["ca.pem"]} KGW_CA_KEY=${f["ca-key.pem"]} KGW_GATEWAY_ADDRESS=${gatewayAddress}\n` +
       `  npx kgw tenant --table=${TABLE} list\n` +
@@ -401,18 +342,17 @@ async function main(): Promise<number> {
   return 0;
 }
 
-/** Stops everything this run started, in reverse order; the instances leave the fleet first. */
-async function stop(): Promise<void> {
-  const running = [...children.values()].filter((c) => c.exitCode === null && c.signalCode === null);
-  for (const c of running) c.kill("SIGTERM");
-  await Promise.race([
-    Promise.all(running.map((c) => new Promise((r) => (c.exitCode !== null ? r(null) : c.once("exit", r))))),
-    new Promise((r) => setTimeout(r, STOP_MS).unref()),
-  ]);
-  for (const c of running) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
-  const steps = cleanups.reverse();
-  cleanups = [];
-  for (const s of steps) await s().catch(() => {});
+/**
+ * Stops everything this run started, in reverse order, the instances first (they leave the fleet);
+ * once, whoever asks first (the end of the run, a failure, a signal).
+ */
+let stopping: Promise<void> | null = null;
+function stop(): Promise<void> {
+  stopping ??= (async () => {
+    await procs.stopAll(LOCAL_STOP_MS);
+    for (const s of cleanups.reverse()) await s().catch(() => {});
+  })();
+  return stopping;
 }
 
 let signals = 0;
@@ -430,13 +370,14 @@ main().then(
     process.exit(code);
   },
   async (err: unknown) => {
+    // Stopped by a signal during start-up: what failed is the stop's doing, not worth a message.
+    if (signals > 0) return;
     // A busy port (the check before start, or the balancer's listen) is named as such; the rest
     // are said in one line, with a stack only for what is not one of ours.
     const busy = addressInUse(err) !== null && !(err instanceof PortInUseError);
     const ours = err instanceof GatewayError || busy;
     let message = err instanceof Error ? (ours ? err.message : (err.stack ?? err.message)) : String(err);
-    if (busy)
-      message += ": start the fleet on other ports with --base-port=<another base> or --ephemeral-ports";
+    if (busy) message += `: ${BUSY_PORT_ADVICE}`;
     process.stderr.write(`local fleet: ${message}\n`);
     await stop();
     process.exit(1);

@@ -27,3 +27,25 @@ export const BALANCER_THRESHOLD = 2;
  * one. Loopback accepts or refuses at once; a listen queue that is full is a stuck instance.
  */
 export const BALANCER_CONNECT_TIMEOUT_MS = 2_000;
+
+/**
+ * How long fleet:local gives a process to start and announce itself: a cold `node`, and for an
+ * instance its first lease written to DynamoDB (dynalite here) and its listeners bound.
+ */
+export const LOCAL_START_MS = 30_000;
+
+/**
+ * How long fleet:local's agent may take to hold streams to the surviving instances after one is
+ * killed: its stream breaks at once, it reconnects with backoff (lib/agent/durations.ts) and the
+ * balancer takes the dead instance out after two checks.
+ */
+export const LOCAL_AGENT_MOVE_MS = 30_000;
+
+/**
+ * How long fleet:local's instances get to leave the fleet on SIGTERM (drain, agents moved, lease
+ * released) before they are killed: with no dials open that takes about a second.
+ */
+export const LOCAL_STOP_MS = 15_000;
+
+/** How often fleet:local polls an endpoint or a --ports-file it is waiting on. */
+export const LOCAL_POLL_MS = 100;

@@ -6,7 +6,7 @@
  * private keys is gone after every way out, SIGTERM included, with every instance stopped. Each
  * run gets a TMPDIR of its own, so "gone" means no kgw-local-fleet-* directory in it.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
@@ -57,6 +57,28 @@ function ownTmpdir(): string {
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   return dir;
 }
+
+/** The `kgw` processes `pid` started (its instances and agent; not tsx's esbuild), by `ps`. */
+function childPids(pid: number): number[] {
+  try {
+    return execFileSync("ps", ["-o", "pid=,args=", "--ppid", String(pid)], { encoding: "utf8" })
+      .split("\n")
+      .filter((l) => l.includes("bin/kgw.js"))
+      .map((l) => Number.parseInt(l.trim(), 10))
+      .filter((n) => n > 0);
+  } catch {
+    return []; // ps exits 1 when there are none
+  }
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
 
 const fleetDirs = (tmp: string) => readdirSync(tmp).filter((n) => n.startsWith("kgw-local-fleet-"));
 
@@ -123,10 +145,35 @@ it("SIGTERM stops every instance, the balancer and the agent, and removes the di
   expect(out).toMatch(/export AWS_ENDPOINT_URL_DYNAMODB=http:\/\/127\.0\.0\.1:\d+ AWS_REGION=\S+ /);
   expect(out).toContain("npx kgw tenant --table=kgw-local list");
 
+  const started = childPids(run.child.pid!);
+  expect(started.length).toBe(4); // three instances and the agent
   run.child.kill("SIGTERM");
   expect(await run.exited, run.output.join("")).toBe(0);
+  expect(started.filter(alive)).toEqual([]);
   expect(fleetDirs(tmp)).toEqual([]);
   expect(existsSync(portsFile)).toBe(false);
   for (const h of health) expect((await httpGet(h, "/healthz")).status).toBe(0);
   expect((await httpGet(`127.0.0.1:${ports.balancer}`, "/")).status).toBe(0);
+});
+
+it("SIGTERM while the instances are starting still stops them all and removes the directory", async () => {
+  const tmp = ownTmpdir();
+  const run = fleetLocal(["--ephemeral-ports"], tmp);
+  // The instances are being started once the first one's log exists.
+  await waitUntil(
+    () => {
+      if (run.child.exitCode !== null) throw new Error(`fleet:local exited: ${run.output.join("")}`);
+      const [made] = fleetDirs(tmp);
+      return made !== undefined && existsSync(path.join(tmp, made, "instance-1.log"));
+    },
+    60_000,
+    "instance 1 starting",
+  );
+  const started = childPids(run.child.pid!);
+  expect(started.length).toBeGreaterThan(0);
+  run.child.kill("SIGTERM");
+  expect(await run.exited, run.output.join("")).toBe(0);
+  expect(started.filter(alive)).toEqual([]);
+  expect(run.output.join("")).not.toContain("local fleet:");
+  expect(fleetDirs(tmp)).toEqual([]);
 });
