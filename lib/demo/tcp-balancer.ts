@@ -74,7 +74,11 @@ export class TcpBalancer {
   /** Listens on `opts.port` (a busy port rejects with the listener's ConfigError). */
   static async start(opts: TcpBalancerOptions): Promise<TcpBalancer> {
     let balancer: TcpBalancer | undefined;
-    const server = createServer({ pauseOnConnect: true }, (socket) => balancer?.accept(socket));
+    // Half-open both ways, as TCP through an NLB is: a client's FIN is passed on, and the target's
+    // answer still flows back until the target ends too.
+    const server = createServer({ pauseOnConnect: true, allowHalfOpen: true }, (socket) =>
+      balancer?.accept(socket),
+    );
     const address = await listenTcp(server, opts.port, opts.host);
     balancer = new TcpBalancer(server, address.port, opts);
     return balancer;
@@ -148,7 +152,7 @@ export class TcpBalancer {
       client.destroy();
       return;
     }
-    const upstream = connect({ host: entry.target.host, port: entry.target.port });
+    const upstream = connect({ host: entry.target.host, port: entry.target.port, allowHalfOpen: true });
     this.sockets.add(upstream);
     upstream.setTimeout(this.connectTimeoutMs, () => upstream.destroy(new Error("connect timed out")));
     let connected = false;

@@ -6,6 +6,7 @@
  * comes back gets them again, a target's reset reaches the client as a reset, and nothing is left
  * open when the balancer closes.
  */
+import { randomBytes } from "node:crypto";
 import { createServer as createHttpServer, request, type Server } from "node:http";
 import { type AddressInfo, connect, createServer as createNetServer, type Socket } from "node:net";
 import { afterEach, expect, it } from "vitest";
@@ -240,4 +241,29 @@ it("a busy port is refused with the port named, and close leaves nothing open", 
   await waitUntil(() => first.openConnections === 0, 5_000, "every socket closed");
   // Its health-check timer is gone with it.
   expect(process.getActiveResourcesInfo().filter((r) => r === "Timeout").length).toBeLessThan(before);
+});
+
+it("passes any bytes through unchanged both ways (8 MiB, not HTTP), with the client's end passed on", async () => {
+  const echo = createNetServer((s) => {
+    s.on("error", () => {});
+    s.pipe(s);
+  });
+  await new Promise<void>((r) => echo.listen(0, "127.0.0.1", r));
+  cleanups.push(() => new Promise<void>((r) => echo.close(() => r())));
+  const port = (echo.address() as AddressInfo).port;
+  const lb = await TcpBalancer.start({ host: "127.0.0.1", port: 0, health: HEALTH });
+  cleanups.push(() => lb.close());
+  lb.setTargets([{ name: "echo", host: "127.0.0.1", port, healthUrl: `http://127.0.0.1:${port}/readyz` }]);
+  const sent = randomBytes(8 * 1024 * 1024);
+  const client = connect(lb.port, "127.0.0.1");
+  const chunks: Buffer[] = [];
+  const ended = new Promise<void>((resolve, reject) => {
+    client.on("data", (d: Buffer) => chunks.push(d));
+    client.on("end", () => resolve());
+    client.on("error", reject);
+  });
+  client.end(sent);
+  await ended;
+  client.destroy();
+  expect(Buffer.concat(chunks).equals(sent)).toBe(true);
 });
