@@ -9,7 +9,7 @@ export const DEMO_FLAGS = defineFlags({
   dir: {
     kind: "string",
     default: "",
-    help: "Where to write the demo CA and certificates (a new temp dir if empty).",
+    help: "Where to write the demo CA and certificates (if empty: a new temp dir, removed when the demo ends).",
   },
   once: {
     kind: "bool",
