@@ -17,9 +17,19 @@ import { writePemFiles } from "../pki/files.js";
 import { Gateway } from "../server/gateway.js";
 import { singleTenantPolicy } from "../server/policy/gateway-policy.js";
 
+/** The ports the demo listens on without --ephemeral-ports: upstream's defaults, on loopback. */
+export const DEMO_PORTS = {
+  frontend: 8090,
+  agent: 8132,
+  admin: 8133,
+  health: 8134,
+  agentHealth: 8093,
+  agentAdmin: 8094,
+} as const;
+
 export interface LocalStackOptions {
   dir: string;
-  /** Use port 0 everywhere instead of the documented defaults (8090, 8132, 8133, 8134). */
+  /** Use port 0 everywhere instead of DEMO_PORTS. */
   ephemeralPorts: boolean;
   log: Logger;
 }
@@ -63,53 +73,21 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
     clientKey: written["client-key.pem"],
   };
   const token = randomBytes(24).toString("base64url");
-  const port = (n: number) => (opts.ephemeralPorts ? 0 : n);
+  const port = (name: keyof typeof DEMO_PORTS) => (opts.ephemeralPorts ? 0 : DEMO_PORTS[name]);
 
   const service = await startDemoService();
-  const serverOptions = unwrap(
-    parseServerOptions(
-      [
-        `--server-port=${port(8090)}`,
-        "--server-bind-address=127.0.0.1",
-        `--server-cert=${files.serverCert}`,
-        `--server-key=${files.serverKey}`,
-        `--server-ca-cert=${files.caCert}`,
-        `--uds-name=${join(opts.dir, "konnectivity-server.sock")}`,
-        `--agent-port=${port(8132)}`,
-        "--agent-bind-address=127.0.0.1",
-        `--cluster-cert=${files.serverCert}`,
-        `--cluster-key=${files.serverKey}`,
-        `--admin-port=${port(8133)}`,
-        `--health-port=${port(8134)}`,
-        "--health-bind-address=127.0.0.1",
-      ],
-      { KGW_AGENT_TOKEN: token },
-    ),
-  );
-  const gateway = await Gateway.start(serverOptions, {
-    log: opts.log.child({ component: "server" }),
-    policy: singleTenantPolicy(serverOptions),
-  });
+  // Whatever started is stopped again when a later step fails (a busy port, most often), so that
+  // the process can exit instead of hanging on an open listener.
+  let gateway: Gateway;
+  try {
+    gateway = await startGateway(opts, files, token, port);
+  } catch (err) {
+    await closeHttp(service.server);
+    throw err;
+  }
   let agent: RunningAgent;
   try {
-    agent = await startAgent(
-      unwrap(
-        parseAgentOptions(
-          [
-            "--proxy-server-host=127.0.0.1",
-            `--proxy-server-port=${gateway.addresses.agent.port}`,
-            "--server-name=localhost",
-            `--ca-cert=${files.caCert}`,
-            "--agent-id=demo-agent",
-            "--health-server-host=127.0.0.1",
-            `--health-server-port=${port(8093)}`,
-            `--admin-server-port=${port(8094)}`,
-          ],
-          { KGW_AGENT_TOKEN: token },
-        ),
-      ),
-      { log: opts.log.child({ component: "agent" }), metrics: new AgentMetrics() },
-    );
+    agent = await startStackAgent(opts, files, token, port, gateway.addresses.agent.port);
   } catch (err) {
     await gateway.close();
     await closeHttp(service.server);
@@ -126,6 +104,63 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
       await closeHttp(service.server);
     },
   };
+}
+
+type Files = LocalStack["files"];
+type PortOf = (name: keyof typeof DEMO_PORTS) => number;
+
+function startGateway(opts: LocalStackOptions, files: Files, token: string, port: PortOf): Promise<Gateway> {
+  const serverOptions = unwrap(
+    parseServerOptions(
+      [
+        `--server-port=${port("frontend")}`,
+        "--server-bind-address=127.0.0.1",
+        `--server-cert=${files.serverCert}`,
+        `--server-key=${files.serverKey}`,
+        `--server-ca-cert=${files.caCert}`,
+        `--uds-name=${join(opts.dir, "konnectivity-server.sock")}`,
+        `--agent-port=${port("agent")}`,
+        "--agent-bind-address=127.0.0.1",
+        `--cluster-cert=${files.serverCert}`,
+        `--cluster-key=${files.serverKey}`,
+        `--admin-port=${port("admin")}`,
+        `--health-port=${port("health")}`,
+        "--health-bind-address=127.0.0.1",
+      ],
+      { KGW_AGENT_TOKEN: token },
+    ),
+  );
+  return Gateway.start(serverOptions, {
+    log: opts.log.child({ component: "server" }),
+    policy: singleTenantPolicy(serverOptions),
+  });
+}
+
+function startStackAgent(
+  opts: LocalStackOptions,
+  files: Files,
+  token: string,
+  port: PortOf,
+  gatewayAgentPort: number,
+): Promise<RunningAgent> {
+  return startAgent(
+    unwrap(
+      parseAgentOptions(
+        [
+          "--proxy-server-host=127.0.0.1",
+          `--proxy-server-port=${gatewayAgentPort}`,
+          "--server-name=localhost",
+          `--ca-cert=${files.caCert}`,
+          "--agent-id=demo-agent",
+          "--health-server-host=127.0.0.1",
+          `--health-server-port=${port("agentHealth")}`,
+          `--admin-server-port=${port("agentAdmin")}`,
+        ],
+        { KGW_AGENT_TOKEN: token },
+      ),
+    ),
+    { log: opts.log.child({ component: "agent" }), metrics: new AgentMetrics() },
+  );
 }
 
 async function startDemoService(): Promise<{ server: Server; address: string }> {

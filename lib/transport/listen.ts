@@ -6,7 +6,7 @@ import { ConfigError } from "../errors.js";
 export function listenTcp(server: Server, port: number, host: string): Promise<AddressInfo> {
   return new Promise((resolve, reject) => {
     const onError = (err: Error) =>
-      reject(new ConfigError(`cannot listen on ${host || "*"}:${port}: ${err.message}`));
+      reject(new ConfigError(`cannot listen on ${host || "*"}:${port}: ${err.message}`, { cause: err }));
     server.once("error", onError);
     server.listen({ port, host: host || undefined }, () => {
       server.off("error", onError);
@@ -24,7 +24,8 @@ export function listenUnix(server: Server, path: string, deleteExisting: boolean
     unlinkSync(path);
   }
   return new Promise((resolve, reject) => {
-    const onError = (err: Error) => reject(new ConfigError(`cannot listen on ${path}: ${err.message}`));
+    const onError = (err: Error) =>
+      reject(new ConfigError(`cannot listen on ${path}: ${err.message}`, { cause: err }));
     server.once("error", onError);
     server.listen(path, () => {
       server.off("error", onError);

@@ -414,15 +414,19 @@ describe(`upstream proxy-agent ${versions.anp} → our server`, () => {
     expect(session("drain-a")!.load, "agent choice should have spread the tunnels").toBeGreaterThan(0);
 
     a.signal("SIGTERM");
-    // Upstream's agent sends DRAIN when its receive loop next wakes up, i.e. on the next packet
-    // from the server; using the open tunnels provides one (and proves they still work).
-    for (const c of before) {
-      const res = await httpOver(c.socket, "/hello");
-      expect(await bodyText(res)).toBe("hello from the backend");
-    }
+    // Upstream's agent sends DRAIN when its receive loop next wakes up after it has handled the
+    // signal, i.e. on the next packet from the server. Using the open tunnels provides packets
+    // (and proves they still work); keep using them until the DRAIN has come, since the signal
+    // may be handled after a round of requests has already gone by.
     await waitUntil(
-      () => session("drain-a")?.draining === true,
-      5000,
+      async () => {
+        for (const c of before) {
+          const res = await httpOver(c.socket, "/hello");
+          expect(await bodyText(res)).toBe("hello from the backend");
+        }
+        return session("drain-a")?.draining === true;
+      },
+      10_000,
       () => a.tail(),
     );
     expect(a.alive, "the first SIGTERM only drains").toBe(true);
