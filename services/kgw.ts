@@ -25,6 +25,10 @@ const COMMANDS: Record<
     summary: "make the certificates of an AWS deployment (CA, serving, peer) and their secrets' JSON",
     load: () => import("./pki/main.js"),
   },
+  status: {
+    summary: "show the fleet, its tenants and their agents (any instance's admin port)",
+    load: () => import("./status/main.js"),
+  },
   demo: {
     summary: "start a local server, agent and backend, and send a request through the tunnel",
     load: () => import("./demo/main.js"),
