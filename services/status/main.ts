@@ -20,10 +20,13 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   return runStatusCommand(parsed.command, {
     out: (text) => process.stdout.write(text),
     err: (text) => process.stderr.write(text),
-    stopped: new Promise<void>((resolve) => {
-      process.once("SIGINT", () => resolve());
-      process.once("SIGTERM", () => resolve());
-    }),
+    // Only --watch waits for Ctrl-C; a single answer leaves the signals their default (exit).
+    stopped: parsed.command.watch
+      ? new Promise<void>((resolve) => {
+          process.once("SIGINT", () => resolve());
+          process.once("SIGTERM", () => resolve());
+        })
+      : new Promise<void>(() => {}),
     // ANSI: cursor home, clear screen; only on a terminal, so piped output stays plain.
     clear: () => {
       if (process.stdout.isTTY) process.stdout.write("\u001b[H\u001b[2J");
