@@ -45,7 +45,6 @@ import type { GatewayPolicy } from "./policy/gateway-policy.js";
 import { releasingOnCancel, releasingOnEnd, unlimitedQuotas } from "./policy/tenant-quotas.js";
 import type { FleetMembership, GatewayRouting } from "./routing.js";
 import { GatewayStatus } from "./status/gateway-status.js";
-import { gatewayGetRoutes } from "./status/self-status-route.js";
 
 export interface GatewayAddresses {
   frontend: AddressInfo | null;
@@ -292,9 +291,7 @@ export class Gateway {
       // Tenant mode: one port for every role (agent-listener.ts), a tenant's own status and the
       // one-line install.
       opts.tenancy ? callers : undefined,
-      opts.tenancy
-        ? gatewayGetRoutes(this.status.selfStatusRoute(this.policy, deps.log), deps.policy.install)
-        : undefined,
+      opts.tenancy ? this.status.getRoutes(this.policy, deps.log, deps.policy.install) : undefined,
     );
     const frontend = await buildFrontendListeners(this.listeners, opts, callers);
 

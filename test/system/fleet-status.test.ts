@@ -7,6 +7,7 @@
  * are (once the killed instance's agent has re-homed) and the dead instance as not answering,
  * never hidden.
  */
+import { get as httpsGet } from "node:https";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { FleetStatus, TenantStatus } from "../../lib/server/status/status-model.js";
 import { KGW_VERSION } from "../../lib/tenancy/manifest/images.js";
@@ -94,6 +95,31 @@ async function agentsSeenAt(i: number): Promise<{ seen: string[]; status: FleetS
     for (const a of detail.tenant.agents) seen.push(`${a.agentId}@${a.instance}`);
   }
   return { seen: seen.sort(), status };
+}
+
+/** A tenant's own GET /v1/status on instance `i`'s gateway port, with its caller token. */
+function selfStatusAt(i: number, tenant: TenantId): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsGet(
+      {
+        host: "127.0.0.1",
+        port: fleet[i]!.ports.agent,
+        path: "/v1/status",
+        servername: "localhost",
+        ca: pki.ca.certPem,
+        agent: false,
+        headers: { authorization: `Bearer ${tenants[tenant].callerToken}` },
+      },
+      (res) => {
+        let body = "";
+        res.on("data", (d: Buffer) => {
+          body += d.toString();
+        });
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on("error", reject);
+  });
 }
 
 const expectedAgents = () => TENANTS.map((t) => `${t}-agent@${expectedHome(t)}`).sort();
@@ -240,6 +266,13 @@ describe("kgw status against a fleet of three", () => {
       expect(entry.reason).toMatch(/lease (expired|gone)/);
       expect(s.instances.filter((x) => x.answered).map((x) => x.id)).toEqual(["fleet-1", "fleet-3"]);
     }
+    // A tenant asking any survivor sees its own agent where it is, and that the answer is partial.
+    const own = await selfStatusAt(0, "globex");
+    expect(own.status).toBe(200);
+    const mine = JSON.parse(own.body) as { partial: boolean; tenant: TenantStatus["tenant"] };
+    expect(mine.partial).toBe(true);
+    expect(mine.tenant.agents.map((a) => `${a.agentId}@${a.instance}`)).toEqual(["globex-agent@fleet-3"]);
+    expect(own.body).not.toMatch(/acme|initech|peerAddress/);
     // The table says the same to a person: the dead instance listed, marked as not answering.
     const table = await kgwStatus([adminUrl(0)]);
     expect(table.code).toBe(0);

@@ -13,7 +13,7 @@ import { CredentialUseBook } from "./credential-use.js";
 import { type InstanceAnswer, tenantDetail } from "./fleet-status.js";
 import { type LocalStatusSource, localSlice } from "./local-status.js";
 import { type SelfStatus, selfStatusOf } from "./self-status-response.js";
-import { createSelfStatusRoute, type GetRoute } from "./self-status-route.js";
+import { createSelfStatusRoute, type GetRoute, gatewayGetRoutes } from "./self-status-route.js";
 import type { InstanceSlice } from "./status-model.js";
 import { statusRoutes } from "./status-routes.js";
 import { TenantActivity } from "./tenant-activity.js";
@@ -98,12 +98,13 @@ export class GatewayStatus {
     );
   }
 
-  /** The gateway port's `GET /v1/status`. */
-  selfStatusRoute(policy: Pick<GatewayPolicy, "authenticateCaller">, log: Logger): GetRoute {
-    return createSelfStatusRoute({
+  /** The gateway port's GET routes: a tenant's `GET /v1/status`, and the install link if on. */
+  getRoutes(policy: Pick<GatewayPolicy, "authenticateCaller">, log: Logger, install?: GetRoute): GetRoute {
+    const selfStatus = createSelfStatusRoute({
       authenticate: policy.authenticateCaller,
       statusOf: (t) => this.tenantStatus(t),
       log,
     });
+    return gatewayGetRoutes(selfStatus, install);
   }
 }
