@@ -82,6 +82,7 @@ describe("GET /v1/status, the route", () => {
     route(over.socket, request("Bearer acme"), Buffer.alloc(0));
     expect(over.answer()).toMatch(/^HTTP\/1\.1 503 /);
     expect(over.answer()).toContain("Retry-After: 1");
+    expect(over.answer()).not.toContain("X-Kgw-Error-Code");
     expect(asked).toBe(MAX_SELF_STATUS_IN_FLIGHT);
     for (const resolve of pending) resolve(status("acme"));
     await new Promise((r) => setImmediate(r));

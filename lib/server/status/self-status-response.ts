@@ -23,7 +23,8 @@ const STATUS: Readonly<Record<SelfStatusOutcome, readonly [number, string, strin
   unauthenticated: [401, "Unauthorized", "ERR_UNAUTHENTICATED"],
   bad_request: [400, "Bad Request", "ERR_BAD_REQUEST"],
   not_found: [404, "Not Found", "ERR_NOT_FOUND"],
-  busy: [503, "Service Unavailable", "ERR_SHUTTING_DOWN"],
+  // No code of ours says "busy" (the install route's 503 has none either): Retry-After says it.
+  busy: [503, "Service Unavailable", ""],
   error: [500, "Internal Server Error", "ERR_INTERNAL"],
 };
 
@@ -45,7 +46,7 @@ export function formatSelfStatusResponse(outcome: SelfStatusOutcome, status?: Se
   const payload =
     outcome === "ok"
       ? status
-      : { error: { code: errorCode, message: MESSAGE[outcome as Exclude<SelfStatusOutcome, "ok">] } };
+      : { error: { code: errorCode || null, message: MESSAGE[outcome as Exclude<SelfStatusOutcome, "ok">] } };
   const body = Buffer.from(`${JSON.stringify(payload, null, 2)}\n`, "utf8");
   const headers = [
     `HTTP/1.1 ${code} ${reason}`,
