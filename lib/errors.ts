@@ -312,3 +312,17 @@ export class InternalError extends GatewayError {
 export function toGatewayError(err: unknown): GatewayError {
   return err instanceof GatewayError ? err : new InternalError(err);
 }
+
+/**
+ * `kgw status`: the admin address did not answer, or what answered is not the status API. The
+ * message names the address, so the operator knows which instance to look at.
+ */
+export class AdminUnreachableError extends GatewayError {
+  constructor(
+    readonly address: string,
+    reason: string,
+    options?: { cause?: unknown },
+  ) {
+    super("ERR_SERVER_CONNECT", `the admin address ${address} did not answer: ${reason}`, options);
+  }
+}

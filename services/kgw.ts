@@ -26,6 +26,10 @@ export const COMMANDS: CommandTable = {
     subcommands: async () => (await import("../lib/commands/pki/parse-pki-command.js")).PKI_SUBCOMMANDS,
     load: () => import("./pki/main.js"),
   },
+  status: {
+    summary: "show the fleet, its tenants and their agents (any instance's admin port)",
+    load: () => import("./status/main.js"),
+  },
   demo: {
     summary: "start a local server, agent and backend, and send a request through the tunnel",
     load: () => import("./demo/main.js"),

@@ -16,7 +16,8 @@ import { EGRESS_HEADER, EGRESS_V1 } from "../egress/egress-wire.js";
 import { ProtocolError } from "../errors.js";
 import type { AgentMetrics } from "../metrics/agent-metrics.js";
 import type { Logger } from "../observability/logger.js";
-import { BEARER_PREFIX, Header } from "../proto/headers.js";
+import { AGENT_VERSION_HEADER, BEARER_PREFIX, Header } from "../proto/headers.js";
+import { KGW_VERSION } from "../tenancy/manifest/images.js";
 import { headerValues } from "../transport/tunnel-handshake.js";
 import { DRAIN_HEADER, DRAIN_V1 } from "../tunnel/drain-advice.js";
 import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../tunnel/flow-control.js";
@@ -124,6 +125,8 @@ export class ServerConnection extends EventEmitter<{
     // Ask to be told when serverCount changes, to follow a fleet that grows after we joined it
     // (lib/tunnel/server-count-updates.ts).
     md[SERVER_COUNT_HEADER] = [SERVER_COUNT_V1];
+    // Our version, for the server's status API (ignored by upstream servers).
+    md[AGENT_VERSION_HEADER] = [KGW_VERSION];
 
     const opened = await openStream(endpoint, md, deps);
     const serverId = single(opened.headers, Header.serverId);

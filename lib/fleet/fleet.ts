@@ -21,7 +21,10 @@ import type { BackendRegistry } from "../server/core/backend-registry.js";
 import type { AgentDirectory } from "../server/core/dial-context.js";
 import { ROUTE_READ_TIMEOUT_MS } from "../server/durations.js";
 import type { FleetMembership } from "../server/routing.js";
+import type { InstanceAnswer } from "../server/status/fleet-status.js";
+import type { InstanceSlice } from "../server/status/status-model.js";
 import { FleetDirectory } from "./fleet-directory.js";
+import { FleetStatusSource } from "./fleet-status-source.js";
 import { InstanceView } from "./instance-view.js";
 import { reportKeepers } from "./keeper-reports.js";
 import { OwnerCache } from "./owner-cache.js";
@@ -71,6 +74,7 @@ export class Fleet implements FleetMembership {
   readonly owners: OwnerCache;
   readonly links: PeerLinks;
   private readonly probe: PeerProbe;
+  private readonly statusSource: FleetStatusSource;
   private readonly registryHealth: RegistryHealth;
   private readonly rows = new Map<AgentSession, OwnerRow>();
   private readonly log: Logger;
@@ -109,6 +113,7 @@ export class Fleet implements FleetMembership {
       read: () => {
         this.serverCountMayHaveChanged();
         this.pruneLinks();
+        this.statusSource.remember();
       },
     });
     this.owners = new OwnerCache({
@@ -127,6 +132,12 @@ export class Fleet implements FleetMembership {
       backendDialTimeoutMs: opts.backendDialTimeoutMs,
     });
 
+    this.statusSource = new FleetStatusSource({
+      selfId: instanceId,
+      instances: this.instances,
+      links: this.links,
+      clock,
+    });
     this.registryHealth = new RegistryHealth({ leaseReadsFailing: () => this.instances.readsFailing, clock });
     this.probe = new PeerProbe({
       selfId: instanceId,
@@ -244,6 +255,11 @@ export class Fleet implements FleetMembership {
         pendingReleases: writer.pendingReleases,
       },
     };
+  }
+
+  /** The status API's view of the fleet: fleet-status-source.ts. */
+  statusOf(self: InstanceSlice, tenant: string | undefined): Promise<InstanceAnswer[]> {
+    return this.statusSource.statusOf(self, tenant);
   }
 
   /**

@@ -18,6 +18,16 @@ export const Header = {
 
 export const BEARER_PREFIX = "Bearer ";
 
+/**
+ * Sent by our agent: the version it runs, shown in the server's status API. An extension of
+ * ours: upstream servers ignore metadata they do not know, and upstream agents never send it
+ * (their version shows as unknown).
+ */
+export const AGENT_VERSION_HEADER = "kgw-agent-version";
+
+/** What a version may look like (semver and build tags); anything else is shown as unknown. */
+export const AGENT_VERSION_PATTERN = /^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$/;
+
 export interface AgentIdentifiers {
   host: string[];
   ipv4: string[];

@@ -246,3 +246,36 @@ export const PEER_STREAM_HIGH_WATER_BYTES = 512 * 1024;
 
 /** Largest gRPC message taken from a peer: the same 16 MiB as from any other gRPC peer. */
 export const PEER_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The status API (lib/server/status/): what a tenant did recently is kept in per-minute buckets
+ * over this window, long enough to see a failure an operator was told about a few minutes ago,
+ * short enough that the ring stays a handful of small maps per tenant.
+ */
+export const STATUS_WINDOW_MS = 15 * 60_000;
+/** The width of one bucket of that window: the resolution of "dials in the last minutes". */
+export const STATUS_BUCKET_MS = 60_000;
+/**
+ * How long a peer may take to send its slice of the fleet's status. A live peer answers from
+ * memory in milliseconds; a peer that has not answered in two seconds is reported as not
+ * answering ("timeout") rather than holding the operator's request.
+ */
+export const PEER_STATUS_TIMEOUT_MS = 2_000;
+/**
+ * Peers asked for their status at once: a fleet of dozens answers within a few timeouts while
+ * one request never opens more than this many streams.
+ */
+export const PEER_STATUS_MAX_IN_FLIGHT = 8;
+/**
+ * An instance whose lease the sweeper removed is still listed (lease "gone") this long after it
+ * was last seen in a lease read: a kill -9 must show as a dead instance, not vanish from the view.
+ */
+export const STATUS_GONE_REMEMBER_MS = 10 * 60_000;
+/**
+ * A tenant's `GET /v1/status` on the gateway port, from the parsed head to the answer: the
+ * fleet's answer waits at most PEER_STATUS_TIMEOUT_MS for peers, so this is a bound that only a
+ * stuck process reaches.
+ */
+export const SELF_STATUS_ANSWER_TIMEOUT_MS = 5_000;
+/** After that answer, how long a client may take to read it and close before it is cut off. */
+export const SELF_STATUS_LINGER_MS = 5_000;

@@ -15,7 +15,7 @@ import { ShuttingDownError } from "../errors.js";
 import { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import { sourceKey } from "../transport/handshake-gate.js";
-import { metricsRoute, type RunningHttpServer, startHttpServer } from "../transport/http-endpoints.js";
+import type { RunningHttpServer } from "../transport/http-endpoints.js";
 import { listenTcp } from "../transport/listen.js";
 import { Pacer } from "../transport/pacer.js";
 import { RefusalThrottle } from "../transport/refusal-throttle.js";
@@ -34,7 +34,8 @@ import {
   REFUSAL_THROTTLE_COOLDOWN_MS,
   REFUSAL_THROTTLE_MAX_SOURCES,
 } from "./durations.js";
-import { adminReadinessRoutes, healthRoutes, type ReadinessState } from "./health-routes.js";
+import type { ReadinessState } from "./health-routes.js";
+import { startHttpPorts } from "./http-ports.js";
 import { buildAgentListener } from "./listeners/agent-listener.js";
 import { createCallerFront } from "./listeners/caller-front.js";
 import { buildFrontendListeners } from "./listeners/frontend-listeners.js";
@@ -43,6 +44,7 @@ import { ListenerSet } from "./listeners/listener-set.js";
 import type { GatewayPolicy } from "./policy/gateway-policy.js";
 import { releasingOnCancel, releasingOnEnd, unlimitedQuotas } from "./policy/tenant-quotas.js";
 import type { FleetMembership, GatewayRouting } from "./routing.js";
+import { GatewayStatus } from "./status/gateway-status.js";
 
 export interface GatewayAddresses {
   frontend: AddressInfo | null;
@@ -89,6 +91,10 @@ export class Gateway {
   readonly metrics: ServerMetrics;
   readonly registry: BackendRegistry;
   readonly tenantMetrics: TenantMetrics;
+  /** The status model's memory and its faces (lib/server/status/). */
+  readonly status: GatewayStatus;
+  /** deps.policy, its authenticators noting each credential's use for the status API. */
+  private readonly policy: GatewayPolicy;
   private readonly routing: GatewayRouting;
   private readonly directory: AgentDirectory;
   private readonly tracking: DialTrackerDeps;
@@ -134,7 +140,15 @@ export class Gateway {
     this.registry.on("changed", (tenant) =>
       this.tenantMetrics.agentsChanged(tenant, this.registry.count(tenant)),
     );
-    this.tracking = { sink: audit, tenants: this.tenantMetrics, instance: opts.serverId };
+    this.status = new GatewayStatus(opts.serverId, {
+      draining: () => !this.accepting,
+      registry: this.registry,
+      openTunnels: () => this.openDials,
+      ...(deps.fleet ? { fleet: deps.fleet } : {}),
+    });
+    this.policy = this.status.observe(deps.policy);
+    const { activity } = this.status;
+    this.tracking = { sink: audit, tenants: this.tenantMetrics, instance: opts.serverId, activity };
     // Agents connected before the fleet grew (or shrank) are told, as new ones would be.
     deps.fleet?.onServerCountChange((count) => {
       for (const session of this.registry.all()) session.announceServerCount(count);
@@ -209,7 +223,7 @@ export class Gateway {
       // While draining, connections accepted before it began are still served (a dial on one is
       // as much a part of "open work" as a tunnel); once closing, they get a clear no.
       if (this.closing) throw new ShuttingDownError();
-      const authorized = this.deps.policy.authorizeDial(ctx, req);
+      const authorized = this.policy.authorizeDial(ctx, req);
       // The tenant's tunnel slot and dial token; given back when the tunnel ends, however.
       // Its base window counts against the tenant's bytes in flight; growth draws on the rest.
       const quota = (this.deps.policy.quotas ?? unlimitedQuotas).acquireTunnel(ctx.caller.tenant);
@@ -250,7 +264,7 @@ export class Gateway {
     const { opts, deps, metrics } = this;
     const callers = createCallerFront({
       dialer: this.dial,
-      authenticateCaller: deps.policy.authenticateCaller,
+      authenticateCaller: this.policy.authenticateCaller,
       hold: deps.policy.hold,
       sessions: this.frontendSessions,
       endingTunnels: this.endingTunnels,
@@ -264,7 +278,7 @@ export class Gateway {
       this.listeners,
       opts,
       {
-        authenticate: deps.policy.authenticateAgent,
+        authenticate: this.policy.authenticateAgent,
         quotas: deps.policy.quotas ?? unlimitedQuotas,
         hold: deps.policy.hold,
         registry: this.registry,
@@ -274,28 +288,18 @@ export class Gateway {
         log: deps.log,
         metrics,
       },
-      // Tenant mode: one port for every role (agent-listener.ts), and the one-line install.
+      // Tenant mode: one port for every role (agent-listener.ts), a tenant's own status and the
+      // one-line install.
       opts.tenancy ? callers : undefined,
-      deps.policy.install,
+      opts.tenancy ? this.status.getRoutes(this.policy, deps.log, deps.policy.install) : undefined,
     );
     const frontend = await buildFrontendListeners(this.listeners, opts, callers);
 
-    const httpLog = deps.log.child({ component: "http" });
-    const health = await startHttpServer(
-      opts.health.host,
-      opts.health.port,
-      healthRoutes(this.readiness),
-      httpLog,
+    const { health, admin } = await startHttpPorts(
+      opts,
+      { readiness: this.readiness, metrics, status: this.status.adminRoutes(), log: deps.log },
+      this.httpServers,
     );
-    this.httpServers.push(health);
-    // Per-tenant readiness is on the admin port: health-routes.ts says why.
-    const admin = await startHttpServer(
-      opts.admin.host,
-      opts.admin.port,
-      { "/metrics": metricsRoute(metrics.registry), ...adminReadinessRoutes(this.readiness) },
-      httpLog,
-    );
-    this.httpServers.push(admin);
 
     this.addresses = {
       frontend: frontend.tcp,
@@ -321,6 +325,7 @@ export class Gateway {
       dialer: this.dialLocal,
       agentsOf: (tenant) =>
         this.accepting ? this.registry.agents(tenant).filter((a) => a.responsive).length : 0,
+      status: this.status.local,
       log: deps.log,
       metrics: this.metrics,
     });

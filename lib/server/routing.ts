@@ -12,6 +12,8 @@ import type { Logger } from "../observability/logger.js";
 import type { BackendRegistry } from "./core/backend-registry.js";
 import type { AgentDirectory, Dialer } from "./core/dial-context.js";
 import type { ListenerSet } from "./listeners/listener-set.js";
+import type { InstanceAnswer } from "./status/fleet-status.js";
+import type { InstanceSlice } from "./status/status-model.js";
 
 /** What the gateway gives the peer port's listener. */
 export interface PeerListenerDeps {
@@ -19,6 +21,8 @@ export interface PeerListenerDeps {
   dialer: Dialer;
   /** The tenant's agents here that take dials now (0 while draining): a peer's probe's answer. */
   agentsOf: (tenant: string) => number;
+  /** This instance's status slice (only `tenant`'s part, when given): a peer's status call's answer. */
+  status: (tenant?: string) => InstanceSlice;
   log: Logger;
   metrics: ServerMetrics;
 }
@@ -49,6 +53,12 @@ export interface FleetMembership extends GatewayRouting {
   ready(): boolean;
   /** For /readyz?verbose on the admin port. */
   state(): object;
+  /**
+   * Every instance the registry names, with its status slice (asked of each live peer over its
+   * peer link, `self` for this one) or why there is none: the admin port's status API. Never
+   * rejects; bounded in time and in streams open at once.
+   */
+  statusOf(self: InstanceSlice, tenant: string | undefined): Promise<InstanceAnswer[]>;
   /** Tell the fleet to route elsewhere; never throws. */
   drain(): Promise<void>;
   /** Leave the fleet: rows and lease released (within `flushMs`), peer links closed. */

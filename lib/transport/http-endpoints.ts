@@ -13,12 +13,18 @@ export interface HttpReply {
   contentType?: string;
 }
 
-/** What a handler may read of its request: the query string (the path chose the handler). */
+/** What a handler may read of its request: the path (which chose it) and the query string. */
 export interface HttpRequestInfo {
   query: URLSearchParams;
+  /** The path as sent, without the query: a prefix route reads what follows its prefix. */
+  path: string;
 }
 
-/** Path → handler. Handlers are synchronous or return a promise (metrics collection is async). */
+/**
+ * Path → handler. A key ending in "/" is a prefix route: it serves every path under it that no
+ * exact key names (`/status/tenants/` serves `/status/tenants/<id>`). Handlers are synchronous
+ * or return a promise (metrics collection is async).
+ */
 export type Routes = Record<string, (req: HttpRequestInfo) => HttpReply | Promise<HttpReply>>;
 
 export interface RunningHttpServer {
@@ -43,7 +49,7 @@ async function respond(
   const url = req.url ?? "/";
   const q = url.indexOf("?");
   const path = q === -1 ? url : url.slice(0, q);
-  const route = Object.hasOwn(routes, path) ? routes[path] : undefined;
+  const route = Object.hasOwn(routes, path) ? routes[path] : prefixRoute(routes, path);
   if (req.method !== "GET" && req.method !== "HEAD") {
     res.setHeader("allow", "GET, HEAD");
     reply = { status: 405, body: "method not allowed\n" };
@@ -51,7 +57,7 @@ async function respond(
     reply = { status: 404, body: "not found\n" };
   } else {
     try {
-      reply = await route({ query: new URLSearchParams(q === -1 ? "" : url.slice(q + 1)) });
+      reply = await route({ query: new URLSearchParams(q === -1 ? "" : url.slice(q + 1)), path });
     } catch (err) {
       log.error({ err, path }, "http handler failed");
       reply = { status: 500, body: "internal error\n" };
@@ -61,6 +67,17 @@ async function respond(
   res.setHeader("content-type", reply.contentType ?? TEXT);
   res.setHeader("cache-control", "no-store");
   res.end(req.method === "HEAD" ? undefined : reply.body);
+}
+
+/** The longest prefix route (a key ending in "/") `path` is under, if any. */
+function prefixRoute(routes: Routes, path: string): Routes[string] | undefined {
+  let best: string | undefined;
+  for (const key of Object.keys(routes)) {
+    if (key.endsWith("/") && path.startsWith(key) && path.length > key.length) {
+      if (best === undefined || key.length > best.length) best = key;
+    }
+  }
+  return best === undefined ? undefined : routes[best];
 }
 
 export async function startHttpServer(

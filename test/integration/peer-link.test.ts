@@ -416,6 +416,31 @@ describe("a peer asking for a tenant's agents", () => {
   });
 });
 
+describe("a peer asking for the owner's status slice (the fleet's status API)", () => {
+  it("the owner sends its live state from memory, all tenants or one, to fleet peers only", async () => {
+    const all = await links.askStatus(owner(), undefined, 2000);
+    if (!("slice" in all)) throw new Error(`no slice: ${JSON.stringify(all)}`);
+    expect(all.slice).toMatchObject({ apiVersion: "kgw.status/v1", instance: "gw-owner", agents: 4 });
+    expect(all.slice.tenants.map((t) => t.tenant)).toEqual(
+      expect.arrayContaining(["acme", "globex", "hooli", "umbrella"]),
+    );
+    const one = await links.askStatus(owner(), "acme", 2000);
+    if (!("slice" in one)) throw new Error(`no slice: ${JSON.stringify(one)}`);
+    expect(one.slice.tenants.map((t) => [t.tenant, t.agents.map((x) => x.instance)])).toEqual([
+      ["acme", ["gw-owner"]],
+    ]);
+    // A tenant that is not an id is refused, not looked up.
+    expect(await links.askStatus(owner(), "Not_A-Label", 2000)).toMatchObject({ failure: "refused" });
+    // A caller's certificate from the same CA is no peer's: refused, and nothing sent.
+    const notPeer = testPeerLinks(pki, peerPki, { log: a.log, identity: pki.frontend });
+    try {
+      expect(await notPeer.askStatus(owner(), undefined, 2000)).toMatchObject({ failure: "refused" });
+    } finally {
+      await notPeer.close();
+    }
+  });
+});
+
 /** A CONNECT request on A's port as tenant `id`, on a raw TLS socket the test can drop at will. */
 function rawConnect(id: string, target: string): TLSSocket {
   const cert = bundleCert(id);

@@ -12,7 +12,7 @@ function state(agents: Record<string, boolean[]>, accepting = true): ReadinessSt
 
 function get(routes: ReturnType<typeof healthRoutes>, pathAndQuery: string): HttpReply {
   const [p, q = ""] = pathAndQuery.split("?");
-  return routes[p!]!({ query: new URLSearchParams(q) }) as HttpReply;
+  return routes[p!]!({ query: new URLSearchParams(q), path: p! }) as HttpReply;
 }
 
 describe("readiness per tenant, on the admin port", () => {

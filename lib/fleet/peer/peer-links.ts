@@ -43,6 +43,7 @@ import { askPeerAgents, type PeerAgentsAnswer } from "./peer-agents-call.js";
 import { PEER_PROXY_PATH, peerContextHeaders } from "./peer-context.js";
 import { PeerDial, type PeerDialOutcome } from "./peer-dial.js";
 import { type PeerInstance, PeerLink, type PeerTimings, type PeerTlsMaterial } from "./peer-link.js";
+import { askPeerStatus, type PeerStatusAnswer } from "./peer-status-call.js";
 
 export type { PeerInstance, PeerTimings, PeerTlsMaterial } from "./peer-link.js";
 
@@ -179,6 +180,28 @@ export class PeerLinks {
       answer: typeof answer === "string" ? answer : answer.agents > 0 ? "has_agents" : "no_agents",
     });
     return answer;
+  }
+
+  /**
+   * Asks `peer` for its status slice (peer-status-call.ts), for `tenant` only when given, within
+   * `timeoutMs`. A peer marked failing is not asked ("unreachable", with why). Never rejects.
+   */
+  async askStatus(
+    peer: PeerInstance,
+    tenant: string | undefined,
+    timeoutMs: number,
+  ): Promise<PeerStatusAnswer> {
+    if (this.closed) return { failure: "unreachable", detail: "peer links are closed" };
+    const link = this.linkFor(peer);
+    const failing = link.failing();
+    if (failing !== null) return { failure: "unreachable", detail: failing };
+    let session: ClientHttp2Session;
+    try {
+      session = link.session();
+    } catch (err) {
+      return { failure: "unreachable", detail: (err as Error).message };
+    }
+    return askPeerStatus(session, this.opts.instanceId, tenant, timeoutMs);
   }
 
   /** False while `peer` is marked failing (routing should prefer another owner). */

@@ -11,7 +11,9 @@
  * INVALID_ARGUMENT. Either way nothing is dialed, and other peers' connections are untouched.
  *
  * A second method, PEER_AGENTS_PATH (peer-agents-call.ts), answers a peer asking whether the
- * tenant's agents are here, for routing while the registry cannot be read.
+ * tenant's agents are here, for routing while the registry cannot be read; a third,
+ * PEER_STATUS_PATH (peer-status-call.ts), sends this instance's status slice to a peer answering
+ * the status API for the fleet.
  *
  * The dialer given here is the gateway's local one: this instance's policy, quotas and audit,
  * and only its own agents, so a forwarded dial is never forwarded again.
@@ -30,9 +32,10 @@ import type { GrpcMethodHandler, GrpcRequest } from "../../transport/grpc/server
 import { listenTcp } from "../../transport/listen.js";
 import { serverTlsSettings } from "../../transport/tls-files.js";
 import { PEER_AGENTS_HEADER, PEER_AGENTS_PATH } from "./peer-agents-call.js";
-import { PEER_PROXY_PATH, parsePeerContext, parsePeerTenant } from "./peer-context.js";
+import { PEER_PROXY_PATH, PeerHeader, parsePeerContext, parsePeerTenant } from "./peer-context.js";
 import { PEER_IDENTITY_URI, peerCertificateProblem } from "./peer-identity.js";
 import { PeerServeSession } from "./peer-session.js";
+import { PEER_STATUS_PATH } from "./peer-status-call.js";
 
 /** What the peer listener reads of the server's options. */
 export type PeerListenerOptions = Pick<ServerOptions, "peer" | "handshakes" | "tlsMinVersion">;
@@ -125,8 +128,24 @@ export async function buildPeerListener(
     request.accept({ [PEER_AGENTS_HEADER]: [String(n)] }).end();
   };
 
+  // A peer answering the status API for the fleet: this instance's slice, from memory.
+  const status: GrpcMethodHandler = (request) => {
+    if (refusedNotPeer(request)) return;
+    let tenant: string | undefined;
+    if (request.headers[PeerHeader.tenant] !== undefined) {
+      const parsed = parsePeerTenant(request.headers);
+      if (typeof parsed !== "string") {
+        log.warn({ reason: parsed.problem }, "refused a peer status call: bad context metadata");
+        request.refuse(GrpcCode.INVALID_ARGUMENT, `peer context: ${parsed.problem}`);
+        return;
+      }
+      tenant = parsed;
+    }
+    request.reply(Buffer.from(JSON.stringify(deps.status(tenant)), "utf8"));
+  };
+
   const grpc = set.grpcServer({
-    methods: { [PEER_PROXY_PATH]: proxy, [PEER_AGENTS_PATH]: agents },
+    methods: { [PEER_PROXY_PATH]: proxy, [PEER_AGENTS_PATH]: agents, [PEER_STATUS_PATH]: status },
     maxMessageBytes: MAX_MESSAGE_BYTES,
     keepaliveMs: PEER_KEEPALIVE_MS,
     keepaliveTimeoutMs: PEER_KEEPALIVE_TIMEOUT_MS,

@@ -17,11 +17,19 @@ import { buildDialRecord, type DialOutcome, dialFailureOutcome } from "./audit-r
 import type { AuditSink } from "./audit-sink.js";
 import type { TenantMetrics, TenantSeries } from "./tenant-metrics.js";
 
+/** What the status API keeps of each dial (lib/server/status/tenant-activity.ts implements it). */
+export interface DialActivity {
+  tunnel(tenant: string, delta: 1 | -1): void;
+  dialEnded(tenant: string, end: { outcome: DialOutcome; code: string | null; dialId: string }): void;
+}
+
 export interface DialTrackerDeps {
   sink: AuditSink;
   tenants: TenantMetrics;
   /** This server's ID (--server-id), the record's `instance`. */
   instance: string;
+  /** The status API's per-tenant counters (a map increment per dial; absent: none kept). */
+  activity?: DialActivity;
 }
 
 type State = "dialing" | "open" | "done";
@@ -92,6 +100,7 @@ export class DialTracker implements DialObserver, DialTracking {
         this.state = "open";
         this.answeredAt = performance.now();
         this.series.tunnelsOpen++;
+        this.deps.activity?.tunnel(this.context.caller.tenant, 1);
         end.established(this.link(link));
       },
       dialFailed: (err) => {
@@ -143,11 +152,14 @@ export class DialTracker implements DialObserver, DialTracking {
   private end(outcome: DialOutcome, code: ErrorCode | null): void {
     if (this.state === "done") return;
     const now = performance.now();
-    if (this.state === "open") this.series.tunnelsOpen--;
-    else this.answeredAt = now;
-    this.state = "done";
     const { caller, frontend } = this.context;
+    if (this.state === "open") {
+      this.series.tunnelsOpen--;
+      this.deps.activity?.tunnel(caller.tenant, -1);
+    } else this.answeredAt = now;
+    this.state = "done";
     this.deps.tenants.dialEnded(caller.tenant, outcome);
+    this.deps.activity?.dialEnded(caller.tenant, { outcome, code, dialId: this.context.dialId! });
     this.deps.sink.write(
       buildDialRecord({
         endedAt: Date.now(),

@@ -64,6 +64,11 @@ export class AgentLiveness {
     if (times.probeIntervalMs > 0) this.schedule();
   }
 
+  /** When the agent was last heard from (ms since the epoch): the status API's "last seen". */
+  get lastHeardAt(): number {
+    return this.lastHeard;
+  }
+
   /** Something arrived from the agent. Called per packet: keep it cheap. */
   heard(): void {
     this.lastHeard = Date.now();

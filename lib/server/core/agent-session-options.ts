@@ -11,6 +11,13 @@ export interface AgentInfo {
   tenant: string;
   /** How the agent proved who it is, for logs and audit: "cert:CN" or "token". */
   identity: string;
+  /** Where the stream comes from ("address:port") and on which transport, for the status API. */
+  peer?: string;
+  transport?: "grpc" | "tunnel";
+  /** The version the agent said it runs (kgw-agent-version); null when it did not say. */
+  version?: string | null;
+  /** When the stream was admitted (ms since the epoch). */
+  connectedAt?: number;
 }
 
 export interface AgentSessionOptions {

@@ -126,6 +126,11 @@ export class AgentSession extends EventEmitter<{
     return this.liveness.responsive;
   }
 
+  /** When anything was last heard from the agent (ms since the epoch), for the status API. */
+  get lastHeardAt(): number {
+    return this.liveness.lastHeardAt;
+  }
+
   /** Number of dials in flight and connections open: what the agent is carrying for us. */
   get load(): number {
     return this.pending.size + this.connections.size;

@@ -44,6 +44,8 @@ export interface CallerIdentity {
   readonly principal: string;
   readonly listener: CallerListener;
   readonly credential?: CredentialRef;
+  /** The tenant credentials shown ("token:<id>", "cert:<serial>"): the status API's last use. */
+  readonly credentialIds?: readonly string[];
 }
 
 /** How the caller reached us: a ProxyService.Proxy stream or an HTTP CONNECT tunnel. */

@@ -13,7 +13,13 @@ import { GatewayError, ProtocolError, ShuttingDownError } from "../../errors.js"
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
 import { type RefusalLog, refusalLog } from "../../observability/refusal-log.js";
-import { BEARER_PREFIX, Header, parseAgentIdentifiers } from "../../proto/headers.js";
+import {
+  AGENT_VERSION_HEADER,
+  AGENT_VERSION_PATTERN,
+  BEARER_PREFIX,
+  Header,
+  parseAgentIdentifiers,
+} from "../../proto/headers.js";
 import { DRAIN_HEADER, DRAIN_V1, negotiatedDrain } from "../../tunnel/drain-advice.js";
 import { CREDIT_FLOW_V1, FLOW_CONTROL_HEADER, negotiatedFlow } from "../../tunnel/flow-control.js";
 import type { PacketStream } from "../../tunnel/packet-stream.js";
@@ -57,8 +63,8 @@ export interface AgentAdmissionDeps {
 export interface AgentStreamRequest {
   /** "address:port", for logs. */
   peer: string;
-  /** "grpc" or "tunnel", for logs and metrics. */
-  transport: string;
+  /** "grpc" or "tunnel", for logs, metrics and the status API. */
+  transport: "grpc" | "tunnel";
   /** Every value of one request header (gRPC metadata may hold binary values; those never match). */
   metadata: (name: string) => readonly unknown[];
   /** Present only when the TLS handshake verified the client certificate chain. */
@@ -97,6 +103,9 @@ export function admitAgent(deps: AgentAdmissionDeps, req: AgentStreamRequest): A
   // Counted where it is held: agents of the tenant connected to this instance, this one aside.
   deps.quotas.admitAgent(principal.tenant, deps.registry.count(principal.tenant));
   const identifiers = parseAgentIdentifiers(single(req.metadata(Header.agentIdentifiers)) ?? "");
+  // Shown in the status API only; a value that does not look like a version is not kept.
+  const claimed = single(req.metadata(AGENT_VERSION_HEADER));
+  const version = claimed !== undefined && AGENT_VERSION_PATTERN.test(claimed) ? claimed : null;
 
   // Our agents offer per-connection flow control; upstream agents never do.
   const flow = req.creditRequired ? "credit" : negotiatedFlow(req.metadata(FLOW_CONTROL_HEADER));
@@ -122,7 +131,16 @@ export function admitAgent(deps: AgentAdmissionDeps, req: AgentStreamRequest): A
       const log = deps.log.child({ agentId, tenant: principal.tenant, peer: req.peer });
       const session = new AgentSession(
         stream,
-        { agentId, identifiers, tenant: principal.tenant, identity: principal.identity },
+        {
+          agentId,
+          identifiers,
+          tenant: principal.tenant,
+          identity: principal.identity,
+          peer: req.peer,
+          transport: req.transport,
+          version,
+          connectedAt: Date.now(),
+        },
         {
           dialTimeoutMs: deps.dialTimeoutMs,
           flow,

@@ -5,7 +5,8 @@
  *
  * Given a CallerFront (tenant mode), the port serves every role, as one port behind a load
  * balancer must: ALPN kgw-tunnel/1 is an agent; h2 is routed by `:path` to AgentService.Connect
- * or ProxyService.Proxy; HTTP/1.1 (or no ALPN, sniffed) is CONNECT, or, with the install route on,
+ * or ProxyService.Proxy; HTTP/1.1 (or no ALPN, sniffed) is CONNECT, or a GET: a tenant's own
+ * `GET /v1/status` (lib/server/status/) and, with the install route on,
  * `GET /v1/install/<token>.yaml` (lib/server/install/). What a peer may do comes from
  * the credential each call or request shows, never from how it arrived.
  */
@@ -16,7 +17,7 @@ import { acceptFrontendConnection } from "../../transport/frontend-connection.js
 import { AGENT_SERVICE } from "../../transport/grpc/services.js";
 import { serverTlsSettings } from "../../transport/tls-files.js";
 import { AGENT_PROBE_ANSWER_MS, KEEPALIVE_TIMEOUT_MS, MAX_MESSAGE_BYTES } from "../durations.js";
-import type { InstallRoute } from "../install/install-route.js";
+import type { GetRoute } from "../status/self-status-route.js";
 import type { AgentAdmissionDeps } from "./agent-admission.js";
 import { createAgentConnectHandler } from "./agent-connect-handler.js";
 import { createAgentTunnelHandler } from "./agent-tunnel-handler.js";
@@ -52,7 +53,8 @@ export function buildAgentListener(
   opts: AgentListenerOptions,
   deps: AgentListenerDeps,
   callers?: CallerFront,
-  install?: InstallRoute,
+  /** GET requests on the port (tenant mode): self-status and the install link. */
+  get?: GetRoute,
 ): TlsServer {
   const log = deps.log.child({ component: "agent-listener" });
   const admission: AgentAdmissionDeps = {
@@ -97,7 +99,7 @@ export function buildAgentListener(
     ...serverTlsSettings(opts.agent.tls, opts.tlsMinVersion, false, "cluster"),
     // Server preference decides: our agents offer both and get the tunnel, upstream agents offer
     // only h2, kube-apiserver's HTTPConnect client none or http/1.1.
-    ...(install
+    ...(get
       ? { ALPNCallback: ({ protocols }: { protocols: string[] }) => chooseWithInstall(protocols) }
       : { ALPNProtocols: callers ? [TUNNEL_ALPN, "h2", "http/1.1"] : [TUNNEL_ALPN, "h2"] }),
     handshakeTimeout: opts.handshakes.timeoutMs,
@@ -107,8 +109,8 @@ export function buildAgentListener(
       maxHeaderBytes: opts.frontend.maxHeaderBytes,
       headerTimeoutMs: opts.frontend.headerTimeoutMs,
     }),
-    // GET /v1/install/<token>.yaml beside CONNECT, under the same head limits and timeout.
-    ...(install ? { onGet: install } : {}),
+    // GET /v1/status and /v1/install/<token>.yaml beside CONNECT, under the same head limits.
+    ...(get ? { onGet: get } : {}),
   };
   server.on("secureConnection", (socket: TLSSocket) => {
     if (socket.alpnProtocol === TUNNEL_ALPN) void acceptTunnel(socket);
@@ -120,9 +122,9 @@ export function buildAgentListener(
 }
 
 /**
- * ALPN with the install route on: as the server preference above, except that a client offering
+ * ALPN with GET routes on: as the server preference above, except that a client offering
  * http/1.1 gets it even if it offers h2 too. kubectl (Go's net/http) and curl offer both and
- * fetch the install link over HTTP/1.1; gRPC clients (grpc-go, grpc-js, our agent) offer h2 and
+ * fetch the install link (and curl the status) over HTTP/1.1; gRPC clients (grpc-go, grpc-js, our agent) offer h2 and
  * never http/1.1, so they still get h2. undefined (no protocol in common) refuses the handshake.
  */
 export function chooseWithInstall(offered: readonly string[]): string | undefined {

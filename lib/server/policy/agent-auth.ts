@@ -21,6 +21,8 @@ export interface AgentPrincipal {
   identity: string;
   /** Set when the credential can be revoked while the agent is connected. */
   credential?: CredentialRef;
+  /** The tenant credentials shown ("token:<id>", "cert:<serial>"): the status API's last use. */
+  credentialIds?: readonly string[];
 }
 
 export type AgentAuthenticator = (creds: AgentCredentials) => AgentPrincipal;

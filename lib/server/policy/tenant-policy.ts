@@ -109,6 +109,11 @@ class CredentialPair implements CredentialRef {
   }
 }
 
+/** The ids of the credentials shown, for the status API's last use (nothing secret). */
+function credentialIdsOf(byCert: TenantPrincipal | undefined, byToken: TenantPrincipal | undefined) {
+  return [byCert, byToken].flatMap((p) => (p ? [TenantCredential.of(p).credentialId] : []));
+}
+
 /** What a peer that showed `byCert` and/or `byToken` is held under. */
 function credentialOf(byCert: TenantPrincipal | undefined, byToken: TenantPrincipal | undefined) {
   if (byCert && byToken)
@@ -178,6 +183,7 @@ export function tenantPolicy(o: TenantPolicyOptions): TenantPolicy {
       tenant: principal.tenantId,
       identity: TenantCredential.of(principal).credentialId,
       credential: credentialOf(byCert, byToken),
+      credentialIds: credentialIdsOf(byCert, byToken),
     };
   };
 
@@ -211,6 +217,7 @@ export function tenantPolicy(o: TenantPolicyOptions): TenantPolicy {
           : certificatePrincipal(verifiedCertificate),
       listener,
       credential: credentialOf(byCert, byToken),
+      credentialIds: credentialIdsOf(byCert, byToken),
     };
   };
 

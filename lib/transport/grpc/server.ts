@@ -34,7 +34,12 @@ import type { Duplex } from "node:stream";
 import { DeadlineExceededError, GrpcCode } from "../../errors.js";
 import type { Logger } from "../../observability/logger.js";
 import { type RefusalLog, refusalLog } from "../../observability/refusal-log.js";
-import { encodeGrpcMessage, parseGrpcTimeout } from "../../proto/grpc-http2.js";
+import {
+  encodeGrpcMessage,
+  MESSAGE_PREFIX_BYTES,
+  parseGrpcTimeout,
+  writeMessagePrefix,
+} from "../../proto/grpc-http2.js";
 import type { PeerActivity } from "../http2-peer-watch.js";
 import { peerCloseKind } from "../peer-close.js";
 import { GRPC_RESPONSE_HEADERS, GrpcCallStream } from "./call-stream.js";
@@ -52,6 +57,12 @@ export interface GrpcRequest {
   accept(metadata?: Readonly<Record<string, readonly string[]>>): GrpcCallStream;
   /** Ends the call at once with `code` and `message` (a trailers-only answer). */
   refuse(code: number, message: string): void;
+  /**
+   * Answers a unary call: response headers (plus `metadata`), one message, status OK. What the
+   * caller sends is read and dropped. For our own methods (the fleet's status call), never for
+   * the protocol's streams.
+   */
+  reply(message: Uint8Array, metadata?: Readonly<Record<string, readonly string[]>>): void;
 }
 
 export type GrpcMethodHandler = (request: GrpcRequest) => void;
@@ -264,6 +275,17 @@ export class GrpcServer {
       refuse: (code, message) => {
         once();
         this.refuse(stream, path, code, message, message);
+      },
+      reply: (message, metadata) => {
+        once();
+        activity?.active();
+        stream.resume();
+        stream.respond({ ...metadata, ...GRPC_RESPONSE_HEADERS }, { waitForTrailers: true });
+        stream.once("wantTrailers", () => stream.sendTrailers({ "grpc-status": String(GrpcCode.OK) }));
+        const framed = Buffer.allocUnsafe(MESSAGE_PREFIX_BYTES + message.byteLength);
+        writeMessagePrefix(framed, message.byteLength);
+        framed.set(message, MESSAGE_PREFIX_BYTES);
+        stream.end(framed);
       },
     });
   }
