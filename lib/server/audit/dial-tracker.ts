@@ -13,6 +13,7 @@ import { performance } from "node:perf_hooks";
 import { type ErrorCode, GatewayError } from "../../errors.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
 import type { DialContext, DialObserver } from "../core/dial-context.js";
+import { refusalDetails } from "../refusal-details.js";
 import { buildDialRecord, type DialOutcome, dialFailureOutcome } from "./audit-record.js";
 import type { AuditSink } from "./audit-sink.js";
 import type { TenantMetrics, TenantSeries } from "./tenant-metrics.js";
@@ -79,8 +80,8 @@ export class DialTracker implements DialObserver, DialTracking {
 
   /** The dial was refused before it was sent (thrown by the Dialer). */
   failed(err: unknown): void {
-    const code = err instanceof GatewayError ? err.code : null;
-    this.end(dialFailureOutcome(code), code);
+    const typed = err instanceof GatewayError ? err : undefined;
+    this.end(dialFailureOutcome(typed?.code ?? null), typed?.code ?? null, typed);
   }
 
   /** The caller's end, counting what it is handed and seeing how the dial ends. */
@@ -95,7 +96,7 @@ export class DialTracker implements DialObserver, DialTracking {
         end.established(this.link(link));
       },
       dialFailed: (err) => {
-        this.end(dialFailureOutcome(err.code), err.code);
+        this.end(dialFailureOutcome(err.code), err.code, err);
         end.dialFailed(err);
       },
       deliver: (data, flushed) => {
@@ -140,7 +141,7 @@ export class DialTracker implements DialObserver, DialTracking {
   }
 
   /** Exactly once per dial: the tenant's counters, then the record. */
-  private end(outcome: DialOutcome, code: ErrorCode | null): void {
+  private end(outcome: DialOutcome, code: ErrorCode | null, err?: GatewayError): void {
     if (this.state === "done") return;
     const now = performance.now();
     if (this.state === "open") this.series.tunnelsOpen--;
@@ -160,6 +161,7 @@ export class DialTracker implements DialObserver, DialTracking {
         destination: this.req.address,
         outcome,
         code,
+        ...refusalOf(err),
         bytesFromCaller: this.bytesFromCaller,
         bytesToCaller: this.bytesToCaller,
         dialMs: this.answeredAt - this.startedAt,
@@ -167,4 +169,15 @@ export class DialTracker implements DialObserver, DialTracking {
       }),
     );
   }
+}
+
+/** The rule or quota that refused a dial, for its record (null where none did). */
+function refusalOf(err: GatewayError | undefined): {
+  rule: string | null;
+  quota: string | null;
+  limit: number | null;
+} {
+  if (!err) return { rule: null, quota: null, limit: null };
+  const d = refusalDetails(err);
+  return { rule: d.rule ?? null, quota: d.quota ?? null, limit: d.limit ?? null };
 }
