@@ -183,18 +183,13 @@ export function recordRefusal(
   const reason = (err as { reason?: unknown }).reason;
   const claimed = (err as { claimedBy?: { tenant: string; credential?: string } }).claimedBy;
   const tenant = err instanceof QuotaExceededError ? err.details.tenant : claimed?.tenant;
-  refusalLogOf(deps)(
-    {
-      peer,
-      code,
-      err: details,
-      ...(typeof reason === "string" ? { reason } : {}),
-      ...(tenant !== undefined ? { tenant } : {}),
-      ...(claimed?.credential !== undefined ? { credential: claimed.credential } : {}),
-      ...(err instanceof QuotaExceededError ? { quota: err.quota, limit: err.details.limit } : {}),
-    },
-    "agent stream refused",
-  );
+  refusalLogOf(deps)({ peer, err: details }, "agent stream refused", {
+    code,
+    ...(typeof reason === "string" ? { reason } : {}),
+    ...(tenant !== undefined ? { tenant } : {}),
+    ...(claimed?.credential !== undefined ? { credential: claimed.credential } : {}),
+    ...(err instanceof QuotaExceededError ? { quota: err.quota, limit: err.details.limit } : {}),
+  });
   deps.metrics.rejectedConnections.inc({ listener: "agent", reason: codeName });
   return details;
 }

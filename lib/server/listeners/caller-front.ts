@@ -120,16 +120,12 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
     // So are the tenant and credential a refused credential named, when they exist in the
     // store (never a value only the caller wrote: claimedBy, lib/tenancy/errors.ts).
     const claimed = (err as { claimedBy?: { tenant: string; credential?: string } }).claimedBy;
-    logRefusedCaller(
-      {
-        listener,
-        code: err.code,
-        reason: (err as { reason?: string }).reason,
-        err: err.message,
-        ...(claimed ? { tenant: claimed.tenant, credential: claimed.credential } : {}),
-      },
-      "refused a caller",
-    );
+    logRefusedCaller({ err: err.message }, "refused a caller", {
+      listener,
+      code: err.code,
+      reason: (err as { reason?: string }).reason,
+      ...(claimed ? { tenant: claimed.tenant, credential: claimed.credential } : {}),
+    });
   };
 
   return {
