@@ -58,6 +58,8 @@ beforeAll(async () => {
   await store.run(["policy", "globex", "--set", "10.0.0.0/8"]);
   tenants.hooli = await store.create("hooli");
   tenants.umbrella = await store.create("umbrella");
+  // wayne: its caller token revoked while a gRPC call is open on it.
+  tenants.wayne = await store.create("wayne");
   auditDir = mkdtempSync(path.join(tmpdir(), "kgw-refusals-"));
   auditFile = path.join(auditDir, "audit.log");
   t = await startTenantGateway(store.dir, [
@@ -455,6 +457,41 @@ describe("a gRPC refusal carries the same", () => {
     expect(r.details.errorInfo?.reason).toBe("ERR_UNAUTHENTICATED");
     tellsNothingElse(JSON.stringify(r));
     expect(JSON.stringify(r)).not.toContain("umbrella");
+  });
+
+  it("a call whose credential is revoked while open ends UNAUTHENTICATED with the same details", async () => {
+    const client = new RawClient(
+      `127.0.0.1:${t.gw.addresses.agent.port}`,
+      callerCredentials(tenants.wayne!.callerToken),
+    );
+    try {
+      const call = client.proxy();
+      const ended = new Promise<ServiceError>((resolve) => call.once("error", resolve));
+      const packets = new PacketQueue(call);
+      // A dial answered (refused by the policy) is a call the gateway accepted.
+      call.write(dialRequest("169.254.169.254:80", 1n));
+      expect((await packets.next(isType(PacketType.DIAL_RSP))).error).toContain("rule=link_local]");
+      await store.run(["revoke", "wayne", tokenId("wayne")]);
+      const err = await ended;
+      expect(err.code).toBe(GrpcCode.UNAUTHENTICATED);
+      expect(err.details).toBe(
+        "the credential this connection was authenticated with is no longer valid (revoked)",
+      );
+      expect(err.metadata.get("kgw-error-code")).toEqual(["ERR_UNAUTHENTICATED"]);
+      const bin = err.metadata.get("grpc-status-details-bin")[0] as Buffer;
+      expect(decodeRpcStatus(bin)).toMatchObject({
+        code: GrpcCode.UNAUTHENTICATED,
+        message: err.details,
+        errorInfo: { reason: "ERR_UNAUTHENTICATED", domain: "kgw.dev" },
+      });
+      const line = await logLine(
+        (l) => l.msg === "closed what a credential that is no longer valid had open" && l.tenant === "wayne",
+        "the revocation line",
+      );
+      expect(line).toMatchObject({ credential: `token:${tokenId("wayne")}`, reason: "revoked" });
+    } finally {
+      client.close();
+    }
   });
 
   it("an agent over maxAgents: RESOURCE_EXHAUSTED with QuotaFailure, RetryInfo and the limit; the log names the tenant", async () => {

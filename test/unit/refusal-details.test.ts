@@ -12,13 +12,13 @@ import {
   QuotaExceededError,
 } from "../../lib/errors.js";
 import { decodeRpcStatus } from "../../lib/proto/rpc-status.js";
+import { formatConnectResponse } from "../../lib/transport/http-connect-parser.js";
 import {
   connectRefusalResponse,
   dialErrorText,
   grpcRefusalTrailers,
   refusalDetails,
-} from "../../lib/server/refusal-details.js";
-import { formatConnectResponse } from "../../lib/transport/http-connect-parser.js";
+} from "../../lib/transport/refusal-details.js";
 
 const quota = new QuotaExceededError(
   "maxTunnels",

@@ -11,9 +11,9 @@
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { type ErrorCode, GatewayError } from "../../errors.js";
+import { refusalDetails } from "../../transport/refusal-details.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
 import type { DialContext, DialObserver } from "../core/dial-context.js";
-import { refusalDetails } from "../refusal-details.js";
 import { buildDialRecord, type DialOutcome, dialFailureOutcome } from "./audit-record.js";
 import type { AuditSink } from "./audit-sink.js";
 import type { TenantMetrics, TenantSeries } from "./tenant-metrics.js";

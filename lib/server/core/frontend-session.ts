@@ -18,11 +18,11 @@ import {
   packetTypeName,
 } from "../../proto/packet.js";
 import { peerCloseKind } from "../../transport/peer-close.js";
+import { dialErrorText, refusalDetails } from "../../transport/refusal-details.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
 import { PacketSink } from "../../tunnel/packet-sink.js";
 import type { PacketStream } from "../../tunnel/packet-stream.js";
 import { PauseLatch } from "../../tunnel/pause-latch.js";
-import { dialErrorText, refusalDetails } from "../refusal-details.js";
 import type { CallerDialer } from "./dial-context.js";
 
 interface StreamConnection {

@@ -7,7 +7,7 @@ import type { IncomingHttpHeaders } from "node:http2";
 import type { TLSSocket } from "node:tls";
 import { GatewayError, GrpcCode, grpcCodeName, grpcStatusFor } from "../../errors.js";
 import type { GrpcMethodHandler } from "../../transport/grpc/server.js";
-import { grpcRefusalTrailers } from "../refusal-details.js";
+import { grpcRefusalTrailers } from "../../transport/refusal-details.js";
 import { type AgentAdmissionDeps, admitAgent, recordRefusal } from "./agent-admission.js";
 
 /**

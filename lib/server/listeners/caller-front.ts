@@ -20,6 +20,7 @@ import type { Logger } from "../../observability/logger.js";
 import { refusalLog } from "../../observability/refusal-log.js";
 import type { FrontendConnectionOptions } from "../../transport/frontend-connection.js";
 import type { GrpcMethodHandler, GrpcServer } from "../../transport/grpc/server.js";
+import { connectRefusalResponse, grpcRefusalTrailers } from "../../transport/refusal-details.js";
 import { resetSocket } from "../../transport/reset-socket.js";
 import {
   bindDialer,
@@ -30,7 +31,6 @@ import {
 } from "../core/dial-context.js";
 import { GrpcFrontendSession } from "../core/frontend-session.js";
 import type { CallerAuthenticator, CallerCredentials } from "../policy/caller-auth.js";
-import { connectRefusalResponse, grpcRefusalTrailers } from "../refusal-details.js";
 import { metadataValues } from "./agent-connect-handler.js";
 import { type ConnectTunnel, serveConnect } from "./connect-frontend.js";
 

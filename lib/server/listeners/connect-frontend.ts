@@ -9,9 +9,9 @@ import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { BudgetedLog } from "../../observability/log-budget.js";
 import type { Logger } from "../../observability/logger.js";
 import { breakSocket } from "../../transport/break-socket.js";
+import { connectRefusalResponse, refusalDetails } from "../../transport/refusal-details.js";
 import type { BackendLink, DialHandle } from "../../tunnel/endpoints.js";
 import type { CallerDialer, CallerIdentity } from "../core/dial-context.js";
-import { connectRefusalResponse, refusalDetails } from "../refusal-details.js";
 
 /**
  * Bytes a client may send after its CONNECT head but before the dial completes. kube-apiserver

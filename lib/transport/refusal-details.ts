@@ -21,7 +21,7 @@ import {
   QuotaExceededError,
 } from "../errors.js";
 import { encodeRpcStatus } from "../proto/rpc-status.js";
-import { formatConnectResponse } from "../transport/http-connect-parser.js";
+import { formatConnectResponse } from "./http-connect-parser.js";
 
 /** ErrorInfo.domain of our refusals. */
 export const REFUSAL_DOMAIN = "kgw.dev";
