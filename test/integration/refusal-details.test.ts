@@ -5,6 +5,8 @@
  * (tenant and credential named), and the dial's audit record (the rule or quota that refused).
  * Nothing of another tenant and no secret is in any of it.
  */
+
+import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import type { Socket } from "node:net";
 import { tmpdir } from "node:os";
@@ -16,8 +18,10 @@ import type { RunningAgent } from "../../lib/agent/agent.js";
 import { GrpcCode } from "../../lib/errors.js";
 import { dialRequest, PacketType } from "../../lib/proto/packet.js";
 import { decodeRpcStatus, type RpcStatus } from "../../lib/proto/rpc-status.js";
+import { FrameDecoder, TUNNEL_ALPN } from "../../lib/proto/tunnel-frames.js";
 import type { DialAuditRecord } from "../../lib/server/audit/audit-record.js";
 import { parseToken } from "../../lib/tenancy/tokens.js";
+import { encodeHello, parseServerAnswer, type ServerAnswer } from "../../lib/transport/tunnel-handshake.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { type HttpBackend, startHttpBackend } from "../helpers/backends.js";
 import { startTenantGateway, type TestGateway } from "../helpers/gateway.js";
@@ -521,5 +525,37 @@ describe("a gRPC refusal carries the same", () => {
       "the refusal line",
     );
     expect(line).toMatchObject({ tenant: "acme", limit: 1 });
+  });
+
+  it("an agent over maxAgents on kgw-tunnel/1: the refusal's message ends with the same details", async () => {
+    const s = tlsConnect({
+      host: "127.0.0.1",
+      port: t.gw.addresses.agent.port,
+      servername: "localhost",
+      ca: pki.ca.certPem,
+      ALPNProtocols: [TUNNEL_ALPN],
+    });
+    held.add(s);
+    s.on("error", () => {});
+    await once(s, "secureConnect");
+    s.write(
+      encodeHello({ agentid: ["acme-agent-3"], authorization: [`Bearer ${tenants.acme!.agentToken}`] }),
+    );
+    const answer = await new Promise<ServerAnswer>((resolve, reject) => {
+      const d = new FrameDecoder();
+      s.on("data", (chunk: Buffer) => {
+        d.push(chunk);
+        const f = d.next();
+        if (f?.kind === "frame") resolve(parseServerAnswer(f));
+      });
+      s.once("close", () => reject(new Error("closed without an answer")));
+    });
+    s.destroy();
+    expect(answer).toMatchObject({
+      kind: "refused",
+      code: GrpcCode.RESOURCE_EXHAUSTED,
+      message:
+        "tenant acme has 1 agents connected here, its quota (maxAgents 1) [kgw code=ERR_QUOTA quota=maxAgents limit=1 retry-after=1]",
+    });
   });
 });
