@@ -97,9 +97,15 @@ export class ForbiddenError extends GatewayError {
  * on gRPC, a DIAL_RSP error to a gRPC caller's dial. `quota` names which, for metrics and audit.
  */
 export class QuotaExceededError extends GatewayError {
+  /**
+   * `limit`: the quota's value for this tenant, told to the caller (it is the caller's own);
+   * `retryAfterSeconds`: when to try again (Retry-After, RetryInfo), from the quota's state where
+   * it can be computed; `tenant`: whose quota, for the log.
+   */
   constructor(
     readonly quota: string,
     message: string,
+    readonly details: { limit?: number; retryAfterSeconds?: number; tenant?: string } = {},
   ) {
     super("ERR_QUOTA", message);
   }
@@ -157,7 +163,15 @@ export class DialTimeoutError extends GatewayError {
  * metadata, lib/agent/destination-policy.ts). The message carries DESTINATION_NOT_ALLOWED.
  */
 export class DestinationNotAllowedError extends GatewayError {
-  constructor(message: string) {
+  /**
+   * `rule`: which part of the tenant's egress policy refused (lib/egress/judge.ts's labels:
+   * loopback, link_local, no_rule, malformed; no_tenant), when the server judged it; a refusal
+   * the agent reported carries only its text.
+   */
+  constructor(
+    message: string,
+    readonly rule?: string,
+  ) {
     super("ERR_DESTINATION_NOT_ALLOWED", message);
   }
 }

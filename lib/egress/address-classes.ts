@@ -18,36 +18,64 @@ interface ClassRule {
   what: string;
 }
 
-function rule(
-  net: string,
-  prefix: number,
-  family: "ipv4" | "ipv6",
-  cls: AddressClass,
-  what: string,
-): ClassRule {
-  const list = new BlockList();
-  list.addSubnet(net, prefix, family);
-  return { list, cls, what };
+/** One range of a class, as data: the policy lint (rule-lint.ts) reads them too. */
+export interface ClassRange {
+  readonly network: string;
+  readonly prefix: number;
+  readonly family: "ipv4" | "ipv6";
+  readonly cls: AddressClass;
+  /** For people: why an address in the range is in its class. */
+  readonly what: string;
 }
 
-const RULES: readonly ClassRule[] = [
-  rule("127.0.0.0", 8, "ipv4", "loopback", "loopback"),
+export const CLASS_RANGES: readonly ClassRange[] = [
+  { network: "127.0.0.0", prefix: 8, family: "ipv4", cls: "loopback", what: "loopback" },
   // Connecting to 0.0.0.0 (or ::) reaches the host's own listeners on Linux.
-  rule("0.0.0.0", 8, "ipv4", "loopback", "this host (0.0.0.0/8 reaches the host's own listeners)"),
-  rule("::1", 128, "ipv6", "loopback", "loopback"),
-  rule("::", 128, "ipv6", "loopback", "this host (:: reaches the host's own listeners)"),
-  rule(
-    "169.254.0.0",
-    16,
-    "ipv4",
-    "link-local",
-    "link-local (cloud instance metadata and credentials live there)",
-  ),
-  rule("fe80::", 10, "ipv6", "link-local", "link-local"),
+  {
+    network: "0.0.0.0",
+    prefix: 8,
+    family: "ipv4",
+    cls: "loopback",
+    what: "this host (0.0.0.0/8 reaches the host's own listeners)",
+  },
+  { network: "::1", prefix: 128, family: "ipv6", cls: "loopback", what: "loopback" },
+  {
+    network: "::",
+    prefix: 128,
+    family: "ipv6",
+    cls: "loopback",
+    what: "this host (:: reaches the host's own listeners)",
+  },
+  {
+    network: "169.254.0.0",
+    prefix: 16,
+    family: "ipv4",
+    cls: "link-local",
+    what: "link-local (cloud instance metadata and credentials live there)",
+  },
+  { network: "fe80::", prefix: 10, family: "ipv6", cls: "link-local", what: "link-local" },
   // Unique-local rather than link-local, but the same metadata services over IPv6.
-  rule("fd00:ec2::254", 128, "ipv6", "link-local", "the AWS instance metadata service"),
-  rule("fd20:ce::254", 128, "ipv6", "link-local", "the Google Cloud metadata server"),
+  {
+    network: "fd00:ec2::254",
+    prefix: 128,
+    family: "ipv6",
+    cls: "link-local",
+    what: "the AWS instance metadata service",
+  },
+  {
+    network: "fd20:ce::254",
+    prefix: 128,
+    family: "ipv6",
+    cls: "link-local",
+    what: "the Google Cloud metadata server",
+  },
 ];
+
+const RULES: readonly ClassRule[] = CLASS_RANGES.map((r) => {
+  const list = new BlockList();
+  list.addSubnet(r.network, r.prefix, r.family);
+  return { list, cls: r.cls, what: r.what };
+});
 
 export interface ClassifiedAddress {
   cls: AddressClass;

@@ -8,7 +8,17 @@ import { budgetedInfo } from "./log-budget.js";
 import type { Logger } from "./logger.js";
 import { untrustedFields } from "./untrusted-input.js";
 
-export type RefusalLog = (fields: Record<string, unknown>, message: string) => void;
+/**
+ * `fields` are redacted (untrusted-input.ts); `ours` are kept as they are: only values the
+ * server made or holds itself (an error code, a listener, a tenant and credential id read from
+ * the store), never anything the peer sent, which a long code like ERR_PROXY_AUTH_REQUIRED would
+ * otherwise lose to the secret-sized-word rule.
+ */
+export type RefusalLog = (
+  fields: Record<string, unknown>,
+  message: string,
+  ours?: Readonly<Record<string, string | number | boolean | undefined>>,
+) => void;
 
 /**
  * Refusal lines a second at info, per log (each listener's, the install route's); the rest go to
@@ -26,5 +36,6 @@ export interface RefusalLogOptions {
 
 export function refusalLog(log: Logger, opts: RefusalLogOptions = {}): RefusalLog {
   const budgeted = budgetedInfo(log, opts.perSecond ?? REFUSAL_LINES_PER_SECOND, opts.now);
-  return (fields, message) => budgeted(untrustedFields(fields, opts.knownPaths), message);
+  return (fields, message, ours) =>
+    budgeted({ ...untrustedFields(fields, opts.knownPaths), ...ours }, message);
 }

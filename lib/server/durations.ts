@@ -43,6 +43,15 @@ export const PEER_WATCH_STALL_MS = 500;
  */
 export const REFUSAL_THROTTLE_COOLDOWN_MS = 10_000;
 
+/**
+ * Retry-After (and RetryInfo) for a quota refusal whose end cannot be computed: a tunnel slot
+ * or buffered bytes come back when one of the tenant's tunnels ends, which nothing here can
+ * foresee. One second is the shortest Retry-After can say; a caller that ignores it is refused
+ * more cheaply each time (the refusal throttle). The dial-rate quota computes its own from the
+ * token bucket (tenant-quotas.ts).
+ */
+export const QUOTA_RETRY_AFTER_SECONDS = 1;
+
 /** Sources the refusal throttle remembers at once (about 100 bytes each). */
 export const REFUSAL_THROTTLE_MAX_SOURCES = 10_000;
 

@@ -86,7 +86,15 @@ export type RefusalReason =
 
 /** A tenant credential was presented and refused (ERR_UNAUTHENTICATED: 401, gRPC UNAUTHENTICATED). */
 export class CredentialRefusedError extends UnauthenticatedError {
-  constructor(readonly reason: RefusalReason) {
+  /**
+   * `claimedBy`: the tenant, and the credential ("token:<id>", "cert:<serial>"), the refused
+   * credential named, only where the store holds them (a value the caller merely wrote is never
+   * kept here), for the operator's log line; never sent to the peer.
+   */
+  constructor(
+    readonly reason: RefusalReason,
+    readonly claimedBy?: { tenant: string; credential?: string },
+  ) {
     super("invalid, expired or revoked credential");
   }
 }

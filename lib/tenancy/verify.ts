@@ -54,16 +54,17 @@ export function verifyToken(
   if (!parsed) throw refuse("malformed");
   if (parsed.kind !== kind) throw refuse("wrong-role");
   if (!tenant || tenant.id !== parsed.tenantId) throw refuse("unknown-tenant");
-  if (tenant.state === "deleted") throw refuse("tenant-deleted");
+  if (tenant.state === "deleted") throw refuse("tenant-deleted", { tenant: tenant.id });
   const list: readonly TokenCredential[] = kind === "agent" ? tenant.agentTokens : tenant.callerTokens;
   const credential = list.find((c) => c.id === parsed.tokenId);
   if (!credential) {
     // Hash anyway, so an unknown id costs what a known one does.
     hashToken(token);
-    throw refuse("unknown-credential");
+    throw refuse("unknown-credential", { tenant: tenant.id });
   }
-  if (!tokenMatchesHash(token, credential.sha256)) throw refuse("mismatch");
-  checkUsable(credential, now);
+  const claimed = { tenant: tenant.id, credential: `token:${credential.id}` };
+  if (!tokenMatchesHash(token, credential.sha256)) throw refuse("mismatch", claimed);
+  checkUsable(credential, now, claimed);
   return { tenantId: tenant.id, role: kind, credential: "token", credentialId: credential.id };
 }
 
@@ -111,10 +112,10 @@ export function authenticateCertificate(
   if (serial === undefined) throw refuse("malformed");
   const tenant = lookup(san.tenantId);
   if (!tenant) throw refuse("unknown-tenant");
-  if (tenant.state === "deleted") throw refuse("tenant-deleted");
+  if (tenant.state === "deleted") throw refuse("tenant-deleted", { tenant: tenant.id });
   const credential = credentialsOf(tenant, credentialKind(role, "certificate")).find((c) => c.id === serial);
-  if (!credential) throw refuse("unknown-credential");
-  checkUsable(credential, now);
+  if (!credential) throw refuse("unknown-credential", { tenant: tenant.id });
+  checkUsable(credential, now, { tenant: tenant.id, credential: `cert:${credential.id}` });
   return { tenantId: tenant.id, role, credential: "certificate", credentialId: serial };
 }
 
@@ -154,11 +155,13 @@ export function recheckPrincipal(
   return status === "revoked" || status === "expired" ? status : undefined;
 }
 
-function checkUsable(credential: AnyCredential, now: Date): void {
+function checkUsable(credential: AnyCredential, now: Date, claimed: ClaimedBy): void {
   const status = credentialStatus(credential, now);
-  if (status === "revoked" || status === "expired") throw refuse(status);
+  if (status === "revoked" || status === "expired") throw refuse(status, claimed);
 }
 
-function refuse(reason: RefusalReason): CredentialRefusedError {
-  return new CredentialRefusedError(reason);
+type ClaimedBy = CredentialRefusedError["claimedBy"];
+
+function refuse(reason: RefusalReason, claimed?: ClaimedBy): CredentialRefusedError {
+  return new CredentialRefusedError(reason, claimed);
 }

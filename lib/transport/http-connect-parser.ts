@@ -252,14 +252,15 @@ const REASONS: Readonly<Record<number, string>> = {
 };
 
 /**
- * Response head for a CONNECT request. Error responses carry `Content-Length: 0` and
- * `Connection: close` so the client does not wait for a body or reuse the socket. Extra headers
- * replace defaults of the same (case-insensitive) name.
+ * Response for a CONNECT request. Error responses carry `Content-Length` (of `body`, 0 without
+ * one) and `Connection: close` so the client reads the whole body and does not reuse the socket.
+ * Extra headers replace defaults of the same (case-insensitive) name. A 2xx takes no body.
  */
 export function formatConnectResponse(
   status: number,
   reason?: string,
   extraHeaders: Record<string, string> = {},
+  body?: { contentType: string; text: string },
 ): Buffer {
   // 1xx would leave the client waiting for a final response we never send.
   if (!Number.isInteger(status) || status < 200 || status > 599) {
@@ -269,8 +270,11 @@ export function formatConnectResponse(
   // CR/LF in anything we write would let a caller-controlled string inject headers or a body.
   if (!FIELD_CHARS.test(phrase)) throw new TypeError("reason phrase must not contain CR, LF or controls");
   const headers = new Map<string, [string, string]>();
+  if (body && status < 300) throw new TypeError("a 2xx CONNECT response takes no body");
+  const bodyBytes = body ? Buffer.from(body.text, "utf8") : undefined;
   if (status >= 300) {
-    headers.set("content-length", ["Content-Length", "0"]);
+    if (body) headers.set("content-type", ["Content-Type", body.contentType]);
+    headers.set("content-length", ["Content-Length", String(bodyBytes?.length ?? 0)]);
     headers.set("connection", ["Connection", "close"]);
   }
   if (status === 405) headers.set("allow", ["Allow", "CONNECT"]);
@@ -286,5 +290,6 @@ export function formatConnectResponse(
   }
   let head = `HTTP/1.1 ${status} ${phrase}\r\n`;
   for (const [name, value] of headers.values()) head += `${name}: ${value}\r\n`;
-  return Buffer.from(`${head}\r\n`, "latin1");
+  const headBytes = Buffer.from(`${head}\r\n`, "latin1");
+  return bodyBytes ? Buffer.concat([headBytes, bodyBytes]) : headBytes;
 }

@@ -911,6 +911,12 @@ describe("6. a credential revoked mid-tunnel", () => {
       5000,
       "three refused reconnects",
     );
+    // The operator's line names whose credential it was (the store knows it); the agent was told
+    // only the generic message.
+    const revokedId = tenants.initech.agentToken.split("_")[3]!;
+    for (const l of logsSince(logMark, "agent stream refused").filter((x) => x.reason === "revoked")) {
+      expect(l).toMatchObject({ tenant: "initech", credential: `token:${revokedId}` });
+    }
     expect(t.gw.registry.agents("initech")).toEqual([]);
     // The caller token is still good, but there is no agent for it: 503, not another tenant's agent.
     const mark = dialsBy.length;

@@ -42,6 +42,30 @@ function input(over: Partial<DialRecordInput> = {}): DialRecordInput {
 }
 
 describe("the audit record of a dial", () => {
+  it("names the egress rule or the quota, and its limit, that refused the dial", () => {
+    const refused = buildDialRecord(
+      input({
+        outcome: "denied",
+        code: "ERR_QUOTA",
+        quota: "maxTunnels",
+        limit: 2,
+        agentId: null,
+        owner: null,
+      }),
+    );
+    expect(refused).toMatchObject({
+      outcome: "denied",
+      code: "ERR_QUOTA",
+      rule: null,
+      quota: "maxTunnels",
+      limit: 2,
+    });
+    const denied = buildDialRecord(
+      input({ outcome: "denied", code: "ERR_DESTINATION_NOT_ALLOWED", rule: "no_rule" }),
+    );
+    expect(denied).toMatchObject({ rule: "no_rule", quota: null, limit: null });
+  });
+
   it("has exactly the documented fields, times in ISO 8601 and milliseconds to a tenth", () => {
     expect(buildDialRecord(input())).toEqual({
       time: "2026-12-04T12:00:00.250Z",
@@ -56,6 +80,9 @@ describe("the audit record of a dial", () => {
       destination: "10.0.0.7:10250",
       outcome: "ok",
       code: null,
+      rule: null,
+      quota: null,
+      limit: null,
       bytesFromCaller: 120,
       bytesToCaller: 4096,
       dialMs: 1.2,
@@ -154,6 +181,9 @@ describe("strings a peer chose are bounded", () => {
           destination: huge,
           outcome: "cancelled",
           code: "ERR_DESTINATION_NOT_ALLOWED",
+          rule: huge,
+          quota: huge,
+          limit: Number.MAX_SAFE_INTEGER,
           bytesFromCaller: Number.MAX_SAFE_INTEGER,
           bytesToCaller: Number.MAX_SAFE_INTEGER,
           dialMs: 1e15,

@@ -403,6 +403,52 @@ describe("kgw tenant", () => {
     expect(await record("orphan")).toBeUndefined();
   });
 
+  it("policy --set refuses an empty rule set without --deny-all (exit 2, policy unchanged)", async () => {
+    expect((await kgw("create", "walled", "--bundle=false")).code).toBe(0);
+    const before = (await record("walled"))!.egress;
+    const empty = await kgw("policy", "walled", "--set");
+    expect(empty).toMatchObject({ code: 2, err: expect.stringContaining("--deny-all") });
+    expect((await record("walled"))!.egress).toEqual(before);
+    expect(await kgw("policy", "walled", "--set", "10.0.0.0/8", "--deny-all")).toMatchObject({
+      code: 2,
+      err: expect.stringContaining("--deny-all takes no RULE"),
+    });
+    expect(await kgw("policy", "walled", "--deny-all")).toMatchObject({
+      code: 2,
+      err: expect.stringContaining("--set"),
+    });
+    expect(await kgw("policy", "walled", "--set", "--deny-all")).toMatchObject({ code: 0 });
+    expect((await record("walled"))!.egress.allow).toEqual([]);
+  });
+
+  it("policy --set warns on stderr about rules that can never decide a dial, and writes the policy", async () => {
+    expect((await kgw("create", "lint", "--bundle=false")).code).toBe(0);
+    const r = await kgw(
+      "policy",
+      "lint",
+      "--set",
+      "10.0.0.0/8",
+      "127.0.0.1:8080",
+      "10.1.0.0/16",
+      "169.254.169.254",
+    );
+    expect(r.code).toBe(0);
+    const warnings = r.err.trim().split("\n");
+    expect(warnings).toEqual([
+      expect.stringMatching(
+        /^kgw tenant policy: warning: rule 127\.0\.0\.1\/32:8080 never decides a dial: .*--allow-loopback/,
+      ),
+      expect.stringMatching(
+        /^kgw tenant policy: warning: rule 10\.1\.0\.0\/16 never decides a dial: the earlier rule 10\.0\.0\.0\/8/,
+      ),
+      expect.stringMatching(/^kgw tenant policy: warning: rule 169\.254\.169\.254\/32 .*--allow-link-local/),
+    ]);
+    expect((await record("lint"))!.egress.allow).toHaveLength(4);
+    // With the flag that allows it, loopback is no longer flagged; a clean policy prints nothing.
+    const fine = await kgw("policy", "lint", "--set", "10.0.0.0/8", "127.0.0.1:8080", "--allow-loopback");
+    expect(fine).toMatchObject({ code: 0, err: "" });
+  });
+
   it("lists the good tenants and names a corrupt record, exiting 1", async () => {
     expect((await kgw("create", "broken", "--bundle=false")).code).toBe(0);
     fs.writeFileSync(path.join(env.KGW_TENANT_STORE_DIR!, "tenants", "broken.json"), "{ not json");

@@ -262,7 +262,8 @@ describe("kgw tenant policy and quota", () => {
         allowLinkLocal: false,
       },
     });
-    expect(cmd(["policy", "acme", "--set"])).toMatchObject({ change: { allow: [] } });
+    // An empty policy refuses every dial: only when the operator says so.
+    expect(cmd(["policy", "acme", "--set", "--deny-all"])).toMatchObject({ change: { allow: [] } });
     expect(cmd(["policy", "acme", "--default"])).toMatchObject({ change: "default" });
   });
 
@@ -270,6 +271,13 @@ describe("kgw tenant policy and quota", () => {
     [["policy", "acme", "10.0.0.0/8"], "rules are given with --set"],
     [["policy", "acme", "--allow-loopback"], "--allow-loopback applies with --set"],
     [["policy", "acme", "--default", "--set"], "--default takes no rules"],
+    [
+      ["policy", "acme", "--set"],
+      "--set with no RULE would refuse every dial of the tenant; give --deny-all",
+    ],
+    [["policy", "acme", "--set", "10.0.0.0/8", "--deny-all"], "--deny-all takes no RULE"],
+    [["policy", "acme", "--deny-all"], "--deny-all applies with --set"],
+    [["policy", "acme", "--default", "--deny-all"], "--default takes no rules"],
     [["policy", "acme", "--set", "10.0.0.0/99"], "prefix length"],
     [["policy", "Bad_Id"], "tenant id"],
     [["quota", "acme", "--max-tunnels=-1"], "maxTunnels must be an integer from 1"],

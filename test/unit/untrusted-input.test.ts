@@ -78,4 +78,24 @@ describe("the refusal log", () => {
     expect(JSON.stringify(lines)).not.toContain(TOKEN.slice(-64, -40));
     expect(lines[0]).toMatchObject({ path: "/v1/<redacted>.yaml", msg: "refused" });
   });
+
+  it("keeps the server's own values whole (a long error code, a credential id) and redacts the peer's", () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const destination = new Writable({
+      write(chunk, _enc, cb) {
+        for (const l of String(chunk).split("\n")) if (l) lines.push(JSON.parse(l));
+        cb();
+      },
+    });
+    const refused = refusalLog(createLogger({ level: "info", name: "t", destination }));
+    refused({ err: `bad ${TOKEN}` }, "refused a caller", {
+      code: "ERR_PROXY_AUTH_REQUIRED",
+      credential: "cert:00AABBCCDDEEFF00112233445566778899AABBCC",
+    });
+    expect(lines[0]).toMatchObject({
+      code: "ERR_PROXY_AUTH_REQUIRED",
+      credential: "cert:00AABBCCDDEEFF00112233445566778899AABBCC",
+      err: "bad <redacted>",
+    });
+  });
 });

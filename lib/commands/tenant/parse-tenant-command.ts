@@ -125,7 +125,7 @@ const SUBCOMMANDS: Record<
     moreArgs: true,
     summary:
       "show the tenant's egress policy; with --set RULE..., replace it (rules: 10.0.0.0/8, 10.0.0.0/8:443,10250, [fd00::/8]:443, *.svc.cluster.local:443, *); --default resets it",
-    flags: ["set", "default", "allow-loopback", "allow-link-local"],
+    flags: ["set", "deny-all", "default", "allow-loopback", "allow-link-local"],
   },
   quota: {
     args: ["TENANT"],
@@ -317,7 +317,9 @@ function policyChange(
   rules: readonly string[],
   given: ReadonlySet<string>,
 ): EgressPolicy | "default" | null {
-  const flagsForSet = (["allow-loopback", "allow-link-local"] as const).filter((x) => given.has(x));
+  const flagsForSet = (["allow-loopback", "allow-link-local", "deny-all"] as const).filter((x) =>
+    given.has(x),
+  );
   if (f.default) {
     if (f.set || rules.length > 0 || flagsForSet.length > 0)
       throw new ConfigError("--default takes no rules and no other policy flags");
@@ -329,6 +331,13 @@ function policyChange(
     if (flagsForSet.length > 0) throw new ConfigError(`--${flagsForSet[0]} applies with --set`);
     return null;
   }
+  // An empty policy refuses every dial: a slip of the shell (an unset variable) must not do it.
+  if (rules.length === 0 && !f["deny-all"]) {
+    throw new ConfigError(
+      "--set with no RULE would refuse every dial of the tenant; give --deny-all to mean that, or --default to reset the policy",
+    );
+  }
+  if (rules.length > 0 && f["deny-all"]) throw new ConfigError("--deny-all takes no RULE");
   return asConfig(() =>
     validateEgressPolicy({
       allow: rules,

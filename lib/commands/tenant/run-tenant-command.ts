@@ -6,6 +6,7 @@
  */
 
 import { DEFAULT_EGRESS_POLICY } from "../../egress/egress-policy.js";
+import { lintEgressPolicy } from "../../egress/rule-lint.js";
 import { ConfigError, GatewayError } from "../../errors.js";
 import { writeAgentBundle } from "../../tenancy/bundle/agent-bundle.js";
 import { type WrittenBundle, writeCallerBundle } from "../../tenancy/bundle/caller-bundle.js";
@@ -165,6 +166,9 @@ async function execute(command: TenantCommand, store: TenantStore, io: Io): Prom
       let record = await store.get(command.tenantId);
       if (change !== null) {
         const policy = change === "default" ? DEFAULT_EGRESS_POLICY : change;
+        // Written all the same (the operator may mean it), but never silently.
+        for (const w of lintEgressPolicy(policy))
+          io.err(`kgw tenant policy: warning: rule ${w.rule} ${w.why}\n`);
         record = await updateTenant(store, command.tenantId, (current) =>
           setEgressPolicy(requireActive(current, command.tenantId), policy, io.now()),
         );

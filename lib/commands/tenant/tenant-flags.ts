@@ -135,7 +135,12 @@ export const TENANT_FLAGS = defineFlags({
   set: {
     kind: "bool",
     default: false,
-    help: "policy: replace the egress policy with the RULEs given (none: allow nothing).",
+    help: "policy: replace the egress policy with the RULEs given (none needs --deny-all).",
+  },
+  "deny-all": {
+    kind: "bool",
+    default: false,
+    help: "policy --set with no RULE: confirm an empty policy, which refuses every dial of the tenant.",
   },
   default: { kind: "bool", default: false, help: "policy: reset the egress policy to the default." },
   "allow-loopback": {

@@ -94,9 +94,14 @@ export const AUDIT_DESTINATION_MAX_CHARS = 256;
  */
 export const AUDIT_NAME_MAX_CHARS = 128;
 /**
+ * Longest rule and quota kept: ours are fixed labels of at most 14 characters (judge.ts's rules,
+ * lib/tenancy/quotas.ts's names); the cut only keeps the bound below true whatever they become.
+ */
+export const AUDIT_LABEL_MAX_CHARS = 32;
+/**
  * Every record, serialized as one JSON line, is at most this long: with the cuts above and every
  * character at most 3 bytes of UTF-8 (controls and lone surrogates are replaced, never escaped),
- * the strings take at most 3 KiB. At or under PIPE_BUF (4096 on Linux) one write of a record
+ * the strings take at most 3 KiB, and the two labels 192 bytes. At or under PIPE_BUF (4096 on Linux) one write of a record
  * to a pipe is atomic, so records on stdout are never interleaved with the server log's lines.
  */
 export const AUDIT_RECORD_MAX_BYTES = 4096;
@@ -131,6 +136,15 @@ export interface DialAuditRecord {
   outcome: DialOutcome;
   /** The typed error code (lib/errors.ts) when the outcome is not ok; otherwise null. */
   code: ErrorCode | null;
+  /**
+   * The egress rule that refused the dial (lib/egress/judge.ts's labels: loopback, link_local,
+   * no_rule, malformed; no_tenant), when the server's policy refused it; otherwise null.
+   */
+  rule: string | null;
+  /** The quota that refused the dial (maxTunnels, dialsPerSecond, maxBufferedMiB); otherwise null. */
+  quota: string | null;
+  /** That quota's value for the tenant when it refused; otherwise null. */
+  limit: number | null;
   /** Bytes the caller sent into the tunnel (towards the destination). */
   bytesFromCaller: number;
   /** Bytes the destination sent back, handed to the caller. */
@@ -145,7 +159,9 @@ export interface DialAuditRecord {
  * What a record is built from: the record's own fields, but the end as a time and the caller's
  * whole identity (buildDialRecord reads only its tenant, principal and listener).
  */
-export interface DialRecordInput extends Omit<DialAuditRecord, "time" | "tenant" | "principal" | "listener"> {
+export interface DialRecordInput
+  extends Omit<DialAuditRecord, "time" | "tenant" | "principal" | "listener" | "rule" | "quota" | "limit">,
+    Partial<Pick<DialAuditRecord, "rule" | "quota" | "limit">> {
   /** Epoch milliseconds of the end. */
   endedAt: number;
   caller: CallerIdentity;
@@ -190,6 +206,10 @@ export function buildDialRecord(input: DialRecordInput): DialAuditRecord {
     destination: auditField(input.destination, AUDIT_DESTINATION_MAX_CHARS),
     outcome: input.outcome,
     code: input.outcome === "ok" ? null : input.code,
+    // Ours, never the peer's: judge.ts's labels and quota names are fixed strings.
+    rule: input.rule == null ? null : auditField(input.rule, AUDIT_LABEL_MAX_CHARS),
+    quota: input.quota == null ? null : auditField(input.quota, AUDIT_LABEL_MAX_CHARS),
+    limit: input.limit ?? null,
     bytesFromCaller: input.bytesFromCaller,
     bytesToCaller: input.bytesToCaller,
     dialMs: ms(input.dialMs),

@@ -11,6 +11,7 @@
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { type ErrorCode, GatewayError } from "../../errors.js";
+import { refusalDetails } from "../../transport/refusal-details.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
 import type { DialContext, DialObserver } from "../core/dial-context.js";
 import { buildDialRecord, type DialOutcome, dialFailureOutcome } from "./audit-record.js";
@@ -87,8 +88,8 @@ export class DialTracker implements DialObserver, DialTracking {
 
   /** The dial was refused before it was sent (thrown by the Dialer). */
   failed(err: unknown): void {
-    const code = err instanceof GatewayError ? err.code : null;
-    this.end(dialFailureOutcome(code), code);
+    const typed = err instanceof GatewayError ? err : undefined;
+    this.end(dialFailureOutcome(typed?.code ?? null), typed?.code ?? null, typed);
   }
 
   /** The caller's end, counting what it is handed and seeing how the dial ends. */
@@ -104,7 +105,7 @@ export class DialTracker implements DialObserver, DialTracking {
         end.established(this.link(link));
       },
       dialFailed: (err) => {
-        this.end(dialFailureOutcome(err.code), err.code);
+        this.end(dialFailureOutcome(err.code), err.code, err);
         end.dialFailed(err);
       },
       deliver: (data, flushed) => {
@@ -149,7 +150,7 @@ export class DialTracker implements DialObserver, DialTracking {
   }
 
   /** Exactly once per dial: the tenant's counters, then the record. */
-  private end(outcome: DialOutcome, code: ErrorCode | null): void {
+  private end(outcome: DialOutcome, code: ErrorCode | null, err?: GatewayError): void {
     if (this.state === "done") return;
     const now = performance.now();
     const { caller, frontend } = this.context;
@@ -172,6 +173,7 @@ export class DialTracker implements DialObserver, DialTracking {
         destination: this.req.address,
         outcome,
         code,
+        ...refusalOf(err),
         bytesFromCaller: this.bytesFromCaller,
         bytesToCaller: this.bytesToCaller,
         dialMs: this.answeredAt - this.startedAt,
@@ -179,4 +181,15 @@ export class DialTracker implements DialObserver, DialTracking {
       }),
     );
   }
+}
+
+/** The rule or quota that refused a dial, for its record (null where none did). */
+function refusalOf(err: GatewayError | undefined): {
+  rule: string | null;
+  quota: string | null;
+  limit: number | null;
+} {
+  if (!err) return { rule: null, quota: null, limit: null };
+  const d = refusalDetails(err);
+  return { rule: d.rule ?? null, quota: d.quota ?? null, limit: d.limit ?? null };
 }

@@ -280,7 +280,11 @@ export class AgentSession extends EventEmitter<{
   private dialTimedOut(random: bigint): void {
     const pending = this.pending.get(random);
     if (!pending) return;
-    this.opts.log.info({ address: pending.address, timeoutMs: this.opts.dialTimeoutMs }, "dial timed out");
+    // The session's log names the tenant and agent; the caller's credential is the dial's.
+    this.opts.log.info(
+      { address: pending.address, principal: pending.caller, timeoutMs: this.opts.dialTimeoutMs },
+      "dial timed out",
+    );
     this.send(closeDial(random));
     this.failPending(random, new DialTimeoutError(this.opts.dialTimeoutMs), "backend_dial_timeout");
   }

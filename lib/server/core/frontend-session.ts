@@ -18,6 +18,7 @@ import {
   packetTypeName,
 } from "../../proto/packet.js";
 import { peerCloseKind } from "../../transport/peer-close.js";
+import { dialErrorText, refusalDetails } from "../../transport/refusal-details.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
 import { PacketSink } from "../../tunnel/packet-sink.js";
 import type { PacketStream } from "../../tunnel/packet-stream.js";
@@ -121,9 +122,17 @@ export class GrpcFrontendSession {
     if (this.dials.get(conn.random) !== conn) return;
     this.dials.delete(conn.random);
     // A refusal (credential, policy, quota) is counted and audited; only failures are news.
-    if (isRefusal(err)) this.log.debug({ err: err.message, code: err.code }, "dial refused");
-    else this.log.info({ err: err.message, code: err.code }, "dial failed");
-    this.send(dialResponse(conn.random, 0n, err.message));
+    const { rule, quota, limit } = refusalDetails(err);
+    const fields = {
+      err: err.message,
+      code: err.code,
+      ...(rule !== undefined ? { rule } : {}),
+      ...(quota !== undefined ? { quota, limit } : {}),
+    };
+    if (isRefusal(err)) this.log.debug(fields, "dial refused");
+    else this.log.info(fields, "dial failed");
+    // The message first, unchanged (upstream clients may match it), then code, rule or quota.
+    this.send(dialResponse(conn.random, 0n, dialErrorText(err)));
   }
 
   private frontendEnd(conn: StreamConnection): FrontendEnd {

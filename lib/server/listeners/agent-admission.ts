@@ -9,7 +9,7 @@
 
 import type { PeerCertificate } from "node:tls";
 import { EGRESS_HEADER, EGRESS_V1 } from "../../egress/egress-wire.js";
-import { GatewayError, ProtocolError, ShuttingDownError } from "../../errors.js";
+import { GatewayError, ProtocolError, QuotaExceededError, ShuttingDownError } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
 import { type RefusalLog, refusalLog } from "../../observability/refusal-log.js";
@@ -196,12 +196,18 @@ export function recordRefusal(
 ): string {
   const details = err instanceof GatewayError ? err.message : "internal error";
   // A refused tenant credential says why (revoked, unknown, ...) for the operator; the agent
-  // gets the one message for all.
+  // gets the one message for all. The tenant and credential are named where the store knows
+  // them (claimedBy: a refused credential; a quota: an authenticated agent's tenant).
   const reason = (err as { reason?: unknown }).reason;
-  refusalLogOf(deps)(
-    { peer, code, err: details, ...(typeof reason === "string" ? { reason } : {}) },
-    "agent stream refused",
-  );
+  const claimed = (err as { claimedBy?: { tenant: string; credential?: string } }).claimedBy;
+  const tenant = err instanceof QuotaExceededError ? err.details.tenant : claimed?.tenant;
+  refusalLogOf(deps)({ peer, err: details }, "agent stream refused", {
+    code,
+    ...(typeof reason === "string" ? { reason } : {}),
+    ...(tenant !== undefined ? { tenant } : {}),
+    ...(claimed?.credential !== undefined ? { credential: claimed.credential } : {}),
+    ...(err instanceof QuotaExceededError ? { quota: err.quota, limit: err.details.limit } : {}),
+  });
   deps.metrics.rejectedConnections.inc({ listener: "agent", reason: codeName });
   return details;
 }

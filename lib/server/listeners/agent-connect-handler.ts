@@ -7,6 +7,7 @@ import type { IncomingHttpHeaders } from "node:http2";
 import type { TLSSocket } from "node:tls";
 import { GatewayError, GrpcCode, grpcCodeName, grpcStatusFor } from "../../errors.js";
 import type { GrpcMethodHandler } from "../../transport/grpc/server.js";
+import { grpcRefusalTrailers } from "../../transport/refusal-details.js";
 import { type AgentAdmissionDeps, admitAgent, recordRefusal } from "./agent-admission.js";
 
 /**
@@ -33,7 +34,8 @@ export function createAgentConnectHandler(deps: AgentAdmissionDeps): GrpcMethodH
       admitted.attach(request.accept(admitted.headers));
     } catch (err) {
       const code = err instanceof GatewayError ? grpcStatusFor(err) : GrpcCode.INTERNAL;
-      request.refuse(code, recordRefusal(deps, peer, code, grpcCodeName(code), err));
+      const message = recordRefusal(deps, peer, code, grpcCodeName(code), err);
+      request.refuse(code, message, err instanceof GatewayError ? grpcRefusalTrailers(code, err) : undefined);
     }
   };
 }

@@ -11,6 +11,7 @@ import type { TLSSocket } from "node:tls";
 import { GatewayError, GrpcCode, grpcCodeName, grpcStatusFor } from "../../errors.js";
 import { FrameDecoder } from "../../proto/tunnel-frames.js";
 import { FramedPacketStream } from "../../transport/framed-packet-stream.js";
+import { dialErrorText } from "../../transport/refusal-details.js";
 import {
   encodeRefused,
   encodeWelcome,
@@ -53,7 +54,8 @@ export function createAgentTunnelHandler(deps: AgentAdmissionDeps, opts: AgentTu
       if (socket.destroyed) return;
       // The refusal is logged; a reset while lingering is not news (and must not throw).
       socket.on("error", () => {});
-      socket.end(encodeRefused(code, details));
+      // The message first, as the gRPC status's, then the code and quota (refusal-details.ts).
+      socket.end(encodeRefused(code, err instanceof GatewayError ? dialErrorText(err) : details));
       const linger = setTimeout(() => socket.destroy(), REFUSED_LINGER_MS);
       linger.unref();
       socket.once("close", () => clearTimeout(linger));

@@ -13,14 +13,14 @@
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { type PeerCertificate, TLSSocket } from "node:tls";
-import { GatewayError, grpcStatusFor, httpStatusFor } from "../../errors.js";
+import { GatewayError, grpcStatusFor } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import { budgetedInfo } from "../../observability/log-budget.js";
 import type { Logger } from "../../observability/logger.js";
 import { refusalLog } from "../../observability/refusal-log.js";
 import type { FrontendConnectionOptions } from "../../transport/frontend-connection.js";
 import type { GrpcMethodHandler, GrpcServer } from "../../transport/grpc/server.js";
-import { formatConnectResponse } from "../../transport/http-connect-parser.js";
+import { connectRefusalResponse, grpcRefusalTrailers } from "../../transport/refusal-details.js";
 import { resetSocket } from "../../transport/reset-socket.js";
 import {
   bindDialer,
@@ -108,17 +108,24 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
   };
 
   // Budgets for lines a misbehaving client can repeat at will (log-budget.ts).
-  const logRefusedCaller = budgetedInfo(deps.log.child({ component: "caller-auth" }), LOG_LINES_PER_SECOND);
+  // A refused caller has not authenticated: its line goes through the refusal log (bounded,
+  // redacted: refusal-log.ts).
+  const logRefusedCaller = refusalLog(deps.log.child({ component: "caller-auth" }));
   const logConnectFailure = budgetedInfo(connectLog, LOG_LINES_PER_SECOND);
 
   const refused = (listener: CallerListener, err: GatewayError, transport: Duplex) => {
     metrics.rejectedConnections.inc({ listener, reason: err.code });
     deps.refusedFrom?.(remoteAddressOf(transport));
     // The reason (CredentialRefusedError.reason) is for the operator; the peer gets one message.
-    logRefusedCaller(
-      { listener, code: err.code, reason: (err as { reason?: string }).reason, err: err.message },
-      "refused a caller",
-    );
+    // So are the tenant and credential a refused credential named, when they exist in the
+    // store (never a value only the caller wrote: claimedBy, lib/tenancy/errors.ts).
+    const claimed = (err as { claimedBy?: { tenant: string; credential?: string } }).claimedBy;
+    logRefusedCaller({ err: err.message }, "refused a caller", {
+      listener,
+      code: err.code,
+      reason: (err as { reason?: string }).reason,
+      ...(claimed ? { tenant: claimed.tenant, credential: claimed.credential } : {}),
+    });
   };
 
   return {
@@ -130,14 +137,17 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
       );
       if (caller instanceof GatewayError) {
         refused(listener, caller, request.transport);
-        request.refuse(grpcStatusFor(caller), caller.message);
+        const code = grpcStatusFor(caller);
+        request.refuse(code, caller.message, grpcRefusalTrailers(code, caller));
         return;
       }
       const call = request.accept();
       const session = new GrpcFrontendSession(
         call,
         bindDialer(deps.dialer, { caller, frontend: "grpc" }),
-        frontendLog,
+        // Every line about the session's dials names its tenant and credential (a stream carries
+        // many dials: one child per stream, not per dial).
+        frontendLog.child({ tenant: caller.tenant, principal: caller.principal }),
         metrics,
       );
       const release = deps.hold(caller.credential, (err) => session.abort(err));
@@ -167,7 +177,7 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
             refused(listener, caller, socket);
             socket.on("error", () => {});
             const extra = caller.code === "ERR_PROXY_AUTH_REQUIRED" ? PROXY_AUTHENTICATE : undefined;
-            socket.end(formatConnectResponse(httpStatusFor(caller), undefined, extra));
+            socket.end(connectRefusalResponse(caller, extra));
             socket.destroySoon();
             return;
           }
@@ -183,6 +193,7 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
             address: request.target,
             rest,
             dialer: bindDialer(deps.dialer, { caller, frontend: "connect" }),
+            caller,
             log: connectLog,
             logFailure: logConnectFailure,
             refused: deps.refusedFrom && (() => deps.refusedFrom?.(socket.remoteAddress)),

@@ -4,20 +4,14 @@
  * 504 dial timeout (see httpStatusFor).
  */
 import type { Socket } from "node:net";
-import {
-  CredentialRevokedError,
-  type GatewayError,
-  httpStatusFor,
-  isRefusal,
-  toGatewayError,
-} from "../../errors.js";
+import { CredentialRevokedError, type GatewayError, isRefusal, toGatewayError } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { BudgetedLog } from "../../observability/log-budget.js";
 import type { Logger } from "../../observability/logger.js";
 import { breakSocket } from "../../transport/break-socket.js";
-import { formatConnectResponse } from "../../transport/http-connect-parser.js";
+import { connectRefusalResponse, refusalDetails } from "../../transport/refusal-details.js";
 import type { BackendLink, DialHandle } from "../../tunnel/endpoints.js";
-import type { CallerDialer } from "../core/dial-context.js";
+import type { CallerDialer, CallerIdentity } from "../core/dial-context.js";
 
 /**
  * Bytes a client may send after its CONNECT head but before the dial completes. kube-apiserver
@@ -34,6 +28,8 @@ export interface ConnectTunnelOptions {
   /** Bytes that followed the request head in the same read. */
   rest: Buffer;
   dialer: CallerDialer;
+  /** Who dials: its tenant and credential name every line logged about the tunnel. */
+  caller: Pick<CallerIdentity, "tenant" | "principal">;
   log: Logger;
   /** Dial failures that are not refusals, at info within a budget (log-budget.ts). */
   logFailure: BudgetedLog;
@@ -116,7 +112,16 @@ export function serveConnect(opts: ConnectTunnelOptions): ConnectTunnel {
 
   const fail = (err: GatewayError) => {
     if (finished) return;
-    const fields = { address: opts.address, err: err.message, code: err.code };
+    const { rule, quota, limit } = refusalDetails(err);
+    const fields = {
+      tenant: opts.caller.tenant,
+      principal: opts.caller.principal,
+      address: opts.address,
+      err: err.message,
+      code: err.code,
+      ...(rule !== undefined ? { rule } : {}),
+      ...(quota !== undefined ? { quota, limit } : {}),
+    };
     if (isRefusal(err)) {
       // Counted, and in the dial's audit record: a storm of them need not also flood the log.
       log.debug(fields, "CONNECT dial refused");
@@ -126,7 +131,7 @@ export function serveConnect(opts: ConnectTunnelOptions): ConnectTunnel {
     }
     finished = true;
     metrics.httpConnections.dec();
-    socket.end(formatConnectResponse(httpStatusFor(err), undefined, { "X-Kgw-Error-Code": err.code }));
+    socket.end(connectRefusalResponse(err));
   };
 
   try {
@@ -187,6 +192,9 @@ export function serveConnect(opts: ConnectTunnelOptions): ConnectTunnel {
     });
     finish();
     metrics.brokenConnectTunnels.inc({ end: outcome });
-    log.debug({ address: opts.address, code, outcome }, "CONNECT tunnel broken");
+    log.debug(
+      { tenant: opts.caller.tenant, principal: opts.caller.principal, address: opts.address, code, outcome },
+      "CONNECT tunnel broken",
+    );
   }
 }

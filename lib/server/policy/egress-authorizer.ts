@@ -24,7 +24,10 @@ export function egressAuthorizer(o: EgressAuthorizerOptions): DialAuthorizer {
     // revocation that follows closes the caller: refuse rather than guess a policy.
     if (record?.state !== "active") {
       o.refused("no_tenant");
-      throw new DestinationNotAllowedError(`${DESTINATION_NOT_ALLOWED}: tenant ${ctx.caller.tenant} is gone`);
+      throw new DestinationNotAllowedError(
+        `${DESTINATION_NOT_ALLOWED}: tenant ${ctx.caller.tenant} is gone`,
+        "no_tenant",
+      );
     }
     // The same reading of the target as the CONNECT parser's (lib/egress/target.ts), so that a
     // gRPC or forwarded dial cannot spell past the policy what CONNECT refuses.
@@ -35,7 +38,7 @@ export function egressAuthorizer(o: EgressAuthorizerOptions): DialAuthorizer {
     const verdict = compileEgressPolicy(record.egress).judgeTarget(hostText(host), port);
     if (!verdict.allowed) {
       o.refused(verdict.rule);
-      throw new DestinationNotAllowedError(`${DESTINATION_NOT_ALLOWED}: ${verdict.reason}`);
+      throw new DestinationNotAllowedError(`${DESTINATION_NOT_ALLOWED}: ${verdict.reason}`, verdict.rule);
     }
     return { ...req, egress: egressWireText(record.egress) };
   };

@@ -13,6 +13,7 @@ import { effectiveQuotas, type QuotaName, type TenantQuotas } from "../../tenanc
 import type { TenantLookup } from "../../tenancy/verify.js";
 import type { DialHandle, FrontendEnd } from "../../tunnel/endpoints.js";
 import { CONNECTION_WINDOW_BYTES, type WindowBudget } from "../../tunnel/flow-control.js";
+import { QUOTA_RETRY_AFTER_SECONDS } from "../durations.js";
 
 const MIB = 1024 * 1024;
 
@@ -63,9 +64,15 @@ export function tenantQuotas(o: TenantQuotaOptions): QuotaBook {
   const states = new Map<string, TenantState>();
   const limitsOf = (tenant: string) => effectiveQuotas(o.lookup(tenant)?.quotas ?? {}, o.defaults);
 
-  const refuse = (quota: QuotaName, message: string): never => {
+  const refuse = (
+    tenant: string,
+    quota: QuotaName,
+    limit: number,
+    message: string,
+    retryAfterSeconds = QUOTA_RETRY_AFTER_SECONDS,
+  ): never => {
     o.refused(quota);
-    throw new QuotaExceededError(quota, message);
+    throw new QuotaExceededError(quota, message, { tenant, limit, retryAfterSeconds });
   };
 
   return {
@@ -82,20 +89,28 @@ export function tenantQuotas(o: TenantQuotaOptions): QuotaBook {
       s.at = t;
       if (s.tunnels >= limits.maxTunnels) {
         refuse(
+          tenant,
           "maxTunnels",
+          limits.maxTunnels,
           `tenant ${tenant} has ${s.tunnels} tunnels open, its quota (maxTunnels ${limits.maxTunnels})`,
         );
       }
       if (s.tokens < 1) {
         refuse(
+          tenant,
           "dialsPerSecond",
+          limits.dialsPerSecond,
           `tenant ${tenant} is dialing faster than its quota (dialsPerSecond ${limits.dialsPerSecond}, dialBurst ${limits.dialBurst})`,
+          // When the bucket holds a whole token again; Retry-After counts whole seconds.
+          Math.max(1, Math.ceil((1 - s.tokens) / limits.dialsPerSecond)),
         );
       }
       const budget = limits.maxBufferedMiB * MIB;
       if (s.buffered + CONNECTION_WINDOW_BYTES > budget) {
         refuse(
+          tenant,
           "maxBufferedMiB",
+          limits.maxBufferedMiB,
           `tenant ${tenant} holds ${Math.round(s.buffered / MIB)} MiB in its tunnels here, its quota (maxBufferedMiB ${limits.maxBufferedMiB})`,
         );
       }
@@ -137,7 +152,9 @@ export function tenantQuotas(o: TenantQuotaOptions): QuotaBook {
       const { maxAgents } = limitsOf(tenant);
       if (connected >= maxAgents) {
         refuse(
+          tenant,
           "maxAgents",
+          maxAgents,
           `tenant ${tenant} has ${connected} agents connected here, its quota (maxAgents ${maxAgents})`,
         );
       }

@@ -17,12 +17,13 @@
  * call stops reading, and HTTP/2 flow control then holds the caller back.
  */
 import { constants, type ServerHttp2Stream } from "node:http2";
-import { GrpcCode, grpcStatusFor, ProtocolError } from "../../errors.js";
+import { GatewayError, GrpcCode, grpcStatusFor, ProtocolError } from "../../errors.js";
 import { decodePacket } from "../../proto/codec.js";
 import { encodeGrpcMessage, GrpcMessageDecoder } from "../../proto/grpc-http2.js";
 import type { Packet } from "../../proto/packet.js";
 import { DecodingPacketStream } from "../decoding-packet-stream.js";
 import type { PeerActivity } from "../http2-peer-watch.js";
+import { grpcRefusalTrailers } from "../refusal-details.js";
 import { writePacketMessage } from "./packet-message.js";
 
 /** Bytes queued in the stream before `write` reports backpressure: one credit chunk and change. */
@@ -56,7 +57,11 @@ const NO_ACTIVITY: PeerActivity = { active: () => {}, pingSent: () => () => {} }
 
 export class GrpcCallStream extends DecodingPacketStream {
   private readonly decoder: GrpcMessageDecoder;
-  private status: { code: number; message: string } = { code: GrpcCode.OK, message: "" };
+  /** `details`: trailing metadata beside the status (a failure's, refusal-details.ts). */
+  private status: { code: number; message: string; details?: Record<string, string> } = {
+    code: GrpcCode.OK,
+    message: "",
+  };
   private readonly activity: PeerActivity;
   /** Armed by `fail` while the status waits behind queued bytes: resets the call if they stay. */
   private flushTimer: NodeJS.Timeout | undefined;
@@ -74,11 +79,11 @@ export class GrpcCallStream extends DecodingPacketStream {
     this.activity.active();
     stream.on("wantTrailers", () => {
       this.activity.active();
-      const { code, message } = this.status;
+      const { code, message, details } = this.status;
       stream.sendTrailers(
         message
-          ? { "grpc-status": String(code), "grpc-message": encodeGrpcMessage(message) }
-          : { "grpc-status": String(code) },
+          ? { ...details, "grpc-status": String(code), "grpc-message": encodeGrpcMessage(message) }
+          : { ...details, "grpc-status": String(code) },
       );
       // The call is over once its status is out. A caller still sending (we ended first: an
       // error, a deadline) is told to stop with RST_STREAM NO_ERROR, as grpc-go's server does.
@@ -147,7 +152,11 @@ export class GrpcCallStream extends DecodingPacketStream {
     this.failed = true;
     this.stream.resume(); // drain and drop what the caller still sends (see the "data" handler)
     if (this.stream.writableEnded || this.stream.destroyed) return;
-    this.status = { code: grpcStatusFor(err), message: err.message };
+    const code = grpcStatusFor(err);
+    // A typed failure (a revoked credential, a deadline) says the same in the status details as
+    // a call refused at its start does: code, rule or quota (refusal-details.ts).
+    const details = err instanceof GatewayError ? grpcRefusalTrailers(code, err) : undefined;
+    this.status = { code, message: err.message, ...(details ? { details } : {}) };
     this.stream.end();
     if (this.stream.writableLength > 0) {
       this.flushTimer = setTimeout(() => this.destroy(), this.failFlushMs);

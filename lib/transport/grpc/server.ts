@@ -55,8 +55,11 @@ export interface GrpcRequest {
   readonly transport: Duplex;
   /** Answers with response headers (plus `metadata`) and returns the call's packet stream. */
   accept(metadata?: Readonly<Record<string, readonly string[]>>): GrpcCallStream;
-  /** Ends the call at once with `code` and `message` (a trailers-only answer). */
-  refuse(code: number, message: string): void;
+  /**
+   * Ends the call at once with `code` and `message` (a trailers-only answer), and `trailers`
+   * (metadata beside the status: the refusal's details, lib/server/refusal-details.ts).
+   */
+  refuse(code: number, message: string, trailers?: Readonly<Record<string, string>>): void;
   /**
    * Answers a unary call: response headers (plus `metadata`), one message, status OK. What the
    * caller sends is read and dropped. For our own methods (the fleet's status call), never for
@@ -272,9 +275,9 @@ export class GrpcServer {
         }
         return call;
       },
-      refuse: (code, message) => {
+      refuse: (code, message, trailers) => {
         once();
-        this.refuse(stream, path, code, message, message);
+        this.refuse(stream, path, code, message, message, trailers);
       },
       reply: (message, metadata) => {
         once();
@@ -312,10 +315,16 @@ export class GrpcServer {
     code: number,
     message: string,
     logged: string,
+    trailers: Readonly<Record<string, string>> = {},
   ): void {
     this.refusals({ grpcStatus: code, path, reason: logged }, "refused a gRPC call");
     stream.respond(
-      { ...GRPC_RESPONSE_HEADERS, "grpc-status": String(code), "grpc-message": encodeGrpcMessage(message) },
+      {
+        ...trailers,
+        ...GRPC_RESPONSE_HEADERS,
+        "grpc-status": String(code),
+        "grpc-message": encodeGrpcMessage(message),
+      },
       { endStream: true },
     );
   }
