@@ -1,15 +1,12 @@
 import { formatHelp } from "../../config/flags.js";
-import {
-  DEFAULT_EGRESS_POLICY,
-  type EgressPolicy,
-  validateEgressPolicy,
-} from "../../egress/egress-policy.js";
+import { DEFAULT_EGRESS_POLICY, type EgressPolicy } from "../../egress/egress-policy.js";
 import { ConfigError } from "../../errors.js";
 import { MAX_ROTATION_GRACE_MS } from "../../tenancy/limits.js";
 import { CREDENTIAL_KINDS, type CredentialKind } from "../../tenancy/model.js";
 import { type QuotaName, validateQuotas } from "../../tenancy/quotas.js";
 import { checkTenantId } from "../../tenancy/tenant-id.js";
 import { parseSubcommand } from "../subcommand.js";
+import { policyChange } from "./policy-change.js";
 import { TENANT_FLAGS } from "./tenant-flags.js";
 import {
   type AgentBundleSettings,
@@ -23,7 +20,6 @@ import {
   type ManifestSettings,
   manifestSettings,
   requirePath,
-  type Values,
 } from "./tenant-settings.js";
 
 export type {
@@ -310,42 +306,6 @@ const QUOTA_FLAGS = [
   ["max-agents", "maxAgents"],
   ["max-buffered-mib", "maxBufferedMiB"],
 ] as const satisfies readonly (readonly [FlagName, QuotaName])[];
-
-/** What `policy` is to do: nothing (show), reset, or replace with rules checked here already. */
-function policyChange(
-  f: Values,
-  rules: readonly string[],
-  given: ReadonlySet<string>,
-): EgressPolicy | "default" | null {
-  const flagsForSet = (["allow-loopback", "allow-link-local", "deny-all"] as const).filter((x) =>
-    given.has(x),
-  );
-  if (f.default) {
-    if (f.set || rules.length > 0 || flagsForSet.length > 0)
-      throw new ConfigError("--default takes no rules and no other policy flags");
-    return "default";
-  }
-  if (!f.set) {
-    if (rules.length > 0)
-      throw new ConfigError("rules are given with --set (which replaces the whole policy)");
-    if (flagsForSet.length > 0) throw new ConfigError(`--${flagsForSet[0]} applies with --set`);
-    return null;
-  }
-  // An empty policy refuses every dial: a slip of the shell (an unset variable) must not do it.
-  if (rules.length === 0 && !f["deny-all"]) {
-    throw new ConfigError(
-      "--set with no RULE would refuse every dial of the tenant; give --deny-all to mean that, or --default to reset the policy",
-    );
-  }
-  if (rules.length > 0 && f["deny-all"]) throw new ConfigError("--deny-all takes no RULE");
-  return asConfig(() =>
-    validateEgressPolicy({
-      allow: rules,
-      allowLoopback: f["allow-loopback"],
-      allowLinkLocal: f["allow-link-local"],
-    }),
-  );
-}
 
 function ok(command: TenantCommand): ParsedTenantCommand {
   return { help: false, command };
