@@ -45,6 +45,13 @@ export interface FakeNodeConfig {
 
 export interface ConnRecord {
   server: "kubelet" | "pod";
+  /**
+   * The order in which this node accepted the connection (from 1). The record itself is printed
+   * once its owner is known, which can be seconds later on a loaded machine; an `accepted` line
+   * with the same number is printed at once, so that a reader can mark "every connection so far"
+   * without missing one whose record is still to come (node-log.ts).
+   */
+  seq: number;
   peer: string;
   pid: number;
   comm: string;
@@ -65,16 +72,22 @@ function ownerOf(peerIp: string, peerPort: number): Promise<{ pid: number; comm:
   });
 }
 
+/** Numbers the connections this node accepts, its kubelet's and its pod's together. */
+let accepted = 0;
+const nextSeq = (): number => ++accepted;
+
 /** Starts the lookup when a connection arrives; requests on it wait for the answer. */
 function trackOwners(server: "kubelet" | "pod") {
   const owners = new Map<string, Promise<void>>();
   return {
     onConnection(socket: Socket) {
       const peer = `${socket.remoteAddress}:${socket.remotePort}`;
+      const seq = nextSeq();
+      process.stdout.write(`${JSON.stringify({ accepted: { server, seq } })}\n`);
       owners.set(
         peer,
         ownerOf(socket.remoteAddress!, socket.remotePort!).then(({ pid, comm }) => {
-          const conn: ConnRecord = { server, peer, pid, comm };
+          const conn: ConnRecord = { server, seq, peer, pid, comm };
           process.stdout.write(`${JSON.stringify({ conn })}\n`);
         }),
       );

@@ -38,7 +38,12 @@ import {
 import type { ConnRecord, FakeNodeConfig } from "./fake-node.js";
 import { KubeClient } from "./kube-client.js";
 import { NetNs } from "./netns.js";
-import { closedPeers as closedPeersOf, connRecords as connRecordsOf } from "./node-log.js";
+import {
+  closedPeers as closedPeersOf,
+  connMark as connMarkOf,
+  connRecords as connRecordsOf,
+  connRecordsSince as connRecordsSinceOf,
+} from "./node-log.js";
 import {
   agentTokenFile,
   nsGet,
@@ -166,6 +171,8 @@ afterAll(async () => {
 // Accounting: every backend connection belongs to the agent, and is a dial the server counted.
 
 const connRecords = (): ConnRecord[] => connRecordsOf(fakeNode);
+const connMark = (): number => connMarkOf(fakeNode);
+const connRecordsSince = (mark: number): ConnRecord[] => connRecordsSinceOf(fakeNode, mark);
 const closedPeers = (): Set<string> => closedPeersOf(fakeNode);
 
 interface Route {
@@ -180,14 +187,14 @@ interface Route {
 async function throughTunnel<T>(route: Route, minConns: number, fn: () => Promise<T>): Promise<T> {
   const server = route.server();
   const dialsBefore = await server.dials();
-  const mark = connRecords().length;
+  const mark = connMark();
   const result = await fn();
   let dials = 0;
   let conns: ConnRecord[] = [];
   await waitUntil(
     async () => {
       dials = (await server.dials()) - dialsBefore;
-      conns = connRecords().slice(mark);
+      conns = connRecordsSince(mark);
       return conns.length === dials && dials >= minConns;
     },
     5000,
@@ -283,12 +290,12 @@ function apiScenarios(route: (t: EgressTransport) => Route): void {
 
     it("the caller hangs up mid-stream: the pod's connection closes too", async () => {
       await throughTunnel(route(t), 1, async () => {
-        const mark = connRecords().length;
+        const mark = connMark();
         const res = await kube().stream("GET", podPath("/hold"));
         await new Promise((r) => res.once("data", r));
         let peer = "";
         await waitUntil(() => {
-          peer = connRecords().slice(mark)[0]?.peer ?? "";
+          peer = connRecordsSince(mark)[0]?.peer ?? "";
           return peer !== "";
         }, 5000);
         res.destroy();

@@ -24,7 +24,7 @@ import { type Proc, promValue, waitUntil } from "../interop/harness.js";
 import { ANP_VERSION, KUBERNETES_VERSION } from "./build.js";
 import type { ConnRecord } from "./fake-node.js";
 import type { KubeResponse } from "./kube-client.js";
-import { closedPeers, connRecords } from "./node-log.js";
+import { closedPeers, connMark, connRecords, connRecordsSince } from "./node-log.js";
 import {
   nsGet,
   type ProxyServer,
@@ -133,15 +133,15 @@ export function twoTenants(suite: () => SuiteContext): void {
     async function carriedBy<T>(t: RunningTenant, fn: () => Promise<T>): Promise<T> {
       const o = other(t);
       const dialsBefore = await gateway.dials();
-      const mark = connRecords(t.node).length;
-      const otherMark = connRecords(o.node).length;
+      const mark = connMark(t.node);
+      const otherMark = connMark(o.node);
       const result = await fn();
       let dials = 0;
       let conns: ConnRecord[] = [];
       await waitUntil(
         async () => {
           dials = (await gateway.dials()) - dialsBefore;
-          conns = connRecords(t.node).slice(mark);
+          conns = connRecordsSince(t.node, mark);
           return conns.length === dials && dials >= 1;
         },
         ERROR_WITHIN_MS,
@@ -156,7 +156,7 @@ export function twoTenants(suite: () => SuiteContext): void {
           `${c.server} connection from ${c.peer} (${c.comm}) is not ${t.cluster.id}'s agent's (pid ${pid}; ${o.cluster.id}'s: ${otherPid})`,
         ).toBe(pid);
       }
-      expect(connRecords(o.node).slice(otherMark), `${o.cluster.id}'s node was reached`).toEqual([]);
+      expect(connRecordsSince(o.node, otherMark), `${o.cluster.id}'s node was reached`).toEqual([]);
       return result;
     }
 
@@ -187,7 +187,7 @@ export function twoTenants(suite: () => SuiteContext): void {
       await agentOf(acme()).stop();
       await waitForAgents(1);
       const t0 = Date.now();
-      const marks = tenants.map((t) => connRecords(t.node).length);
+      const marks = tenants.map((t) => connMark(t.node));
       const res = await nodeProxy(acme());
       const ms = Date.now() - t0;
       if (VERBOSE) console.log(`acme without agent: ${res.status} after ${ms} ms: ${res.text}`);
@@ -195,7 +195,7 @@ export function twoTenants(suite: () => SuiteContext): void {
       expect([res.status, /code 503: 503 Service Unavailable/.test(res.text)], res.text).toEqual([503, true]);
       expect(ms, "answered after (ms)").toBeLessThan(ERROR_WITHIN_MS);
       expect(
-        tenants.map((t, i) => connRecords(t.node).slice(marks[i])),
+        tenants.map((t, i) => connRecordsSince(t.node, marks[i])),
         "no node may be reached for acme",
       ).toEqual([[], []]);
       expect((await carriedBy(globex(), () => nodeProxy(globex()))).status).toBe(200);
@@ -206,7 +206,7 @@ export function twoTenants(suite: () => SuiteContext): void {
     });
 
     it("acme's caller certificate revoked (kgw tenant revoke): acme's open stream is cut and its calls refused from the gateway's next read of the store; globex goes on", async () => {
-      const podMark = connRecords(globex().node).length;
+      const podMark = connMark(globex().node);
       const held = await Promise.all(tenants.map(hold));
       expect(held.map((r) => r.statusCode)).toEqual([200, 200]);
       const ends = held.map(drain);
@@ -216,7 +216,7 @@ export function twoTenants(suite: () => SuiteContext): void {
       });
       let globexPeer = "";
       await waitUntil(() => {
-        globexPeer = connRecords(globex().node).slice(podMark)[0]?.peer ?? "";
+        globexPeer = connRecordsSince(globex().node, podMark)[0]?.peer ?? "";
         return globexPeer !== "";
       }, ERROR_WITHIN_MS);
       const revokedBefore = await revokedCallers();
@@ -252,7 +252,7 @@ export function twoTenants(suite: () => SuiteContext): void {
       expect(await revokedCallers()).toBeGreaterThan(revokedBefore);
 
       // From then on every call of acme's is refused before it reaches any node.
-      const marks = tenants.map((t) => connRecords(t.node).length);
+      const marks = tenants.map((t) => connMark(t.node));
       const after = [await nodeProxy(acme()), await podLogs(acme())];
       if (VERBOSE)
         console.log(`acme revoked, then: ${after.map((r) => `${r.status} ${r.text}`).join(" / ")}`);
@@ -261,7 +261,7 @@ export function twoTenants(suite: () => SuiteContext): void {
         [503, true],
         [500, true],
       ]);
-      expect(tenants.map((t, i) => connRecords(t.node).slice(marks[i]))).toEqual([[], []]);
+      expect(tenants.map((t, i) => connRecordsSince(t.node, marks[i]))).toEqual([[], []]);
 
       // globex: its stream still open, its calls still carried by its own agent.
       expect(globexEnded, "globex's open stream ended").toBe(false);
@@ -293,13 +293,13 @@ export function twoTenants(suite: () => SuiteContext): void {
       expect(/code 403: 403 Forbidden/.test(refused!.text), refused!.text).toBe(true);
       expect(await refusals()).toBeGreaterThan(before);
       // Refused before forwarding: once the policy is in force, no pod connection is made.
-      const mark = connRecords(g.node).length;
+      const mark = connMark(g.node);
       const again = await g.kube.call(
         "GET",
         `/api/v1/namespaces/default/pods/${g.cluster.podName}:${POD_PORT}/proxy/hello`,
       );
       expect(/code 403: 403 Forbidden/.test(again.text), again.text).toBe(true);
-      expect(connRecords(g.node).slice(mark)).toEqual([]);
+      expect(connRecordsSince(g.node, mark)).toEqual([]);
       // The kubelet (node proxy, logs) is inside the policy and still reached, by globex's agent.
       expect((await carriedBy(g, () => nodeProxy(g))).status).toBe(200);
       expect((await carriedBy(g, () => podLogs(g))).status).toBe(200);
