@@ -41,7 +41,6 @@ import { NetNs } from "./netns.js";
 import {
   closedPeers as closedPeersOf,
   connMark as connMarkOf,
-  connRecords as connRecordsOf,
   connRecordsSince as connRecordsSinceOf,
 } from "./node-log.js";
 import {
@@ -170,7 +169,6 @@ afterAll(async () => {
 // ---------------------------------------------------------------------------------------------
 // Accounting: every backend connection belongs to the agent, and is a dial the server counted.
 
-const connRecords = (): ConnRecord[] => connRecordsOf(fakeNode);
 const connMark = (): number => connMarkOf(fakeNode);
 const connRecordsSince = (mark: number): ConnRecord[] => connRecordsSinceOf(fakeNode, mark);
 const closedPeers = (): Set<string> => closedPeersOf(fakeNode);

@@ -24,7 +24,7 @@ import { type Proc, promValue, waitUntil } from "../interop/harness.js";
 import { ANP_VERSION, KUBERNETES_VERSION } from "./build.js";
 import type { ConnRecord } from "./fake-node.js";
 import type { KubeResponse } from "./kube-client.js";
-import { closedPeers, connMark, connRecords, connRecordsSince } from "./node-log.js";
+import { closedPeers, connMark, connRecordsSince } from "./node-log.js";
 import {
   nsGet,
   type ProxyServer,
