@@ -280,7 +280,7 @@ describe("a CONNECT refusal names its reason to the caller and the operator", ()
   });
 
   it("a revoked caller token: 401 with one generic reason; the log names the tenant, the credential and why", async () => {
-    await store.run(["revoke", "umbrella", tokenId("umbrella")]);
+    await store.run(["revoke", "umbrella", tokenId("umbrella"), "--yes"]);
     let r: RawAnswer | undefined;
     await waitFor(
       async () => {
@@ -475,7 +475,7 @@ describe("a gRPC refusal carries the same", () => {
       // A dial answered (refused by the policy) is a call the gateway accepted.
       call.write(dialRequest("169.254.169.254:80", 1n));
       expect((await packets.next(isType(PacketType.DIAL_RSP))).error).toContain("rule=link_local]");
-      await store.run(["revoke", "wayne", tokenId("wayne")]);
+      await store.run(["revoke", "wayne", tokenId("wayne"), "--yes"]);
       const err = await ended;
       expect(err.code).toBe(GrpcCode.UNAUTHENTICATED);
       expect(err.details).toBe(

@@ -248,7 +248,7 @@ describe("a tenant's own GET /v1/status on the gateway port", () => {
   it("a revoked caller token is refused", async () => {
     const token = tenants.initech!.callerToken;
     expect((await exchange(selfStatus(`Bearer ${token}`))).status).toBe(200);
-    await store.run(["revoke", "initech", tokenId(token)]);
+    await store.run(["revoke", "initech", tokenId(token), "--yes"]);
     await waitFor(
       async () => (await exchange(selfStatus(`Bearer ${token}`))).status === 401,
       5000,
