@@ -17,6 +17,7 @@ import {
   BALANCER_THRESHOLD,
 } from "./durations.js";
 import { type HealthCheckSettings, TargetHealth } from "./target-health.js";
+import { splice } from "./tcp-splice.js";
 
 export interface BalancerTarget {
   /** For the operator's eyes: "instance 1". */
@@ -160,13 +161,8 @@ export class TcpBalancer {
       connected = true;
       upstream.setTimeout(0);
       entry.connections++;
-      client.pipe(upstream);
-      upstream.pipe(client);
+      splice(client, upstream);
       client.resume();
-      // One side gone, the other follows; a reset is passed on as a reset (as the NLB does), so a
-      // cut-off transfer never looks finished. A clean end was already passed on by pipe.
-      client.once("close", (hadError) => end(upstream, hadError));
-      upstream.once("close", (hadError) => end(client, hadError));
     });
     upstream.on("error", () => {
       if (connected) return; // "close" follows and ends the client
@@ -174,10 +170,4 @@ export class TcpBalancer {
       this.forward(client, candidates.slice(1));
     });
   }
-}
-
-function end(socket: Socket, reset: boolean): void {
-  if (socket.destroyed) return;
-  if (reset) socket.resetAndDestroy();
-  else socket.destroy();
 }

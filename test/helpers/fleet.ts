@@ -18,6 +18,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseTenantCommand } from "../../lib/commands/tenant/parse-tenant-command.js";
 import { runTenantCommand } from "../../lib/commands/tenant/run-tenant-command.js";
+import { splice } from "../../lib/demo/tcp-splice.js";
 import { closedPort, patternStream, sha256Of } from "./backends.js";
 import { bodyText, httpOver } from "./connect-client.js";
 import { connectOnGatewayPort } from "./gateway-connect.js";
@@ -335,12 +336,17 @@ export function expectedSha(bytes: number): Promise<{ hex: string; bytes: number
 
 /**
  * A TCP front that plays the load balancer: each new connection goes to the next target (or,
- * "sticky", the first one) that accepts it; targets refusing the connection are skipped.
+ * "sticky", the first one) that accepts it; targets refusing the connection are skipped. Joined
+ * as the NLB joins them (lib/demo/tcp-splice.ts): half-open both ways, a reset passed on as a
+ * reset. A front that closed the target's side when the client's ended cut an agent's orderly end
+ * while the target was still reading (tests of drains then failed under load).
  */
 export interface TcpFront {
   port: number;
   /** Connections currently proxied. */
   readonly open: number;
+  /** Client connections whose end (FIN) the front has read. */
+  readonly clientEnds: number;
   close(): Promise<void>;
 }
 
@@ -349,10 +355,12 @@ export async function startTcpFront(
   mode: "round-robin" | "sticky" = "round-robin",
 ): Promise<TcpFront> {
   let next = 0;
+  let clientEnds = 0;
   const sockets = new Set<Socket>();
-  const server = createNetServer((client) => {
+  const server = createNetServer({ allowHalfOpen: true }, (client) => {
     sockets.add(client);
     client.on("close", () => sockets.delete(client));
+    client.once("end", () => clientEnds++);
     client.on("error", () => {});
     client.pause();
     const list = targets();
@@ -362,7 +370,11 @@ export async function startTcpFront(
         client.destroy();
         return;
       }
-      const upstream = netConnect({ host: "127.0.0.1", port: list[(start + k) % list.length]! });
+      const upstream = netConnect({
+        host: "127.0.0.1",
+        port: list[(start + k) % list.length]!,
+        allowHalfOpen: true,
+      });
       sockets.add(upstream);
       upstream.on("close", () => sockets.delete(upstream));
       let connected = false;
@@ -370,15 +382,12 @@ export async function startTcpFront(
         connected = true;
         upstream.setNoDelay(true);
         client.setNoDelay(true);
-        client.pipe(upstream);
-        upstream.pipe(client);
+        splice(client, upstream);
         client.resume();
-        upstream.on("close", () => client.destroy());
-        client.on("close", () => upstream.destroy());
       });
       upstream.on("error", () => {
+        // Once connected, "close" follows and splice passes the reset on.
         if (!connected) tryAt(k + 1);
-        else client.destroy();
       });
     };
     tryAt(0);
@@ -388,6 +397,9 @@ export async function startTcpFront(
     port: (server.address() as AddressInfo).port,
     get open() {
       return sockets.size;
+    },
+    get clientEnds() {
+      return clientEnds;
     },
     close: () =>
       new Promise((r) => {
