@@ -102,7 +102,10 @@ async function loadSigningCa(s: SigningCa): Promise<CertificateAuthority> {
       throw new ConfigError(`${flag}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? err}`);
     }
   };
-  const [certPem, keyPem] = await Promise.all([read(s.caCert, "--ca-cert"), read(s.caKey, "--ca-key")]);
+  // One after the other: when both are unreadable, the error names the first flag every time
+  // (two reads at once fail in whichever order the disk answers).
+  const certPem = await read(s.caCert, "--ca-cert");
+  const keyPem = await read(s.caKey, "--ca-key");
   try {
     return loadCa({ certPem, keyPem });
   } catch (err) {
