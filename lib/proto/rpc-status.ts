@@ -44,7 +44,8 @@ const len = (field: number, body: Buffer): Buffer =>
 const str = (field: number, s: string): Buffer => len(field, Buffer.from(s, "utf8"));
 const num = (field: number, n: number): Buffer =>
   n === 0 ? Buffer.alloc(0) : Buffer.concat([varint((field << 3) | WIRE_VARINT), varint(n)]);
-const any = (typeUrl: string, value: Buffer): Buffer =>
+/** A google.protobuf.Any (type_url = 1, value = 2) as field 3 of google.rpc.Status (its details). */
+const packAny = (typeUrl: string, value: Buffer): Buffer =>
   len(3, Buffer.concat([str(1, typeUrl), len(2, value)]));
 
 export function encodeRpcStatus(s: RpcStatus): Buffer {
@@ -55,7 +56,7 @@ export function encodeRpcStatus(s: RpcStatus): Buffer {
       len(3, Buffer.concat([str(1, k), str(2, v)])),
     );
     parts.push(
-      any(
+      packAny(
         ERROR_INFO_TYPE,
         Buffer.concat([str(1, s.errorInfo.reason), str(2, s.errorInfo.domain), ...entries]),
       ),
@@ -65,13 +66,13 @@ export function encodeRpcStatus(s: RpcStatus): Buffer {
     const violations = s.quotaFailure.map((v) =>
       len(1, Buffer.concat([str(1, v.subject), str(2, v.description)])),
     );
-    parts.push(any(QUOTA_FAILURE_TYPE, Buffer.concat(violations)));
+    parts.push(packAny(QUOTA_FAILURE_TYPE, Buffer.concat(violations)));
   }
   if (s.retryDelaySeconds !== undefined) {
     if (!Number.isInteger(s.retryDelaySeconds) || s.retryDelaySeconds < 0) {
       throw new RangeError(`invalid retry delay ${s.retryDelaySeconds}`);
     }
-    parts.push(any(RETRY_INFO_TYPE, len(1, num(1, s.retryDelaySeconds))));
+    parts.push(packAny(RETRY_INFO_TYPE, len(1, num(1, s.retryDelaySeconds))));
   }
   return Buffer.concat(parts);
 }
