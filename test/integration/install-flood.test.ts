@@ -21,6 +21,7 @@ import { acceptFrontendConnection } from "../../lib/transport/frontend-connectio
 import { waitFor } from "../helpers/agent.js";
 import { captureLogger } from "../helpers/gateway.js";
 import { getTestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 import { makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
 
 /** The flooded tenant: its record is read, slowly, for every bogus link. */
@@ -35,12 +36,6 @@ const metrics = new ServerMetrics();
 const { log, lines } = captureLogger();
 /** Reads of the flooded tenant's record, held until released. */
 const held: Array<() => void> = [];
-
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
 
 beforeAll(async () => {
   baseline = resources();
@@ -85,11 +80,7 @@ afterAll(async () => {
   await new Promise((resolve) => server?.close(resolve));
   await files?.close();
   store?.remove();
-  await waitFor(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  );
+  await expectNoLeakedResources(baseline);
 });
 
 interface Answer {

@@ -17,6 +17,7 @@ import { httpGet, metricAt } from "../helpers/endpoints.js";
 import { AGENT_TOKEN, gatewayFlags, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { spawnKgw, spawnKgwAnnouncing } from "../helpers/kgw-process.js";
 import { getTestPki } from "../helpers/pki.js";
+import { activeResources as resources } from "../helpers/resources.js";
 
 const CALLER = fileURLToPath(new URL("../helpers/grpc-download-caller.ts", import.meta.url));
 
@@ -33,12 +34,6 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 }
 
 /** Handles and requests alive in this process, by kind, for the leak check. */
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
-
 beforeAll(async () => {
   await getTestPki();
   baseline = resources();

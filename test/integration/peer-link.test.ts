@@ -41,6 +41,7 @@ import {
 } from "../helpers/peer.js";
 import { recordingEnd } from "../helpers/peer-frontend.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 import { type CreatedTenant, makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
 
 const MIB = 1024 * 1024;
@@ -66,12 +67,6 @@ let firehose: Firehose;
 let downloadMBps = 0;
 
 /** Handles and requests alive in this process, by kind, for the leak check. */
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
-
 interface WhoBackend {
   port: number;
   close(): Promise<void>;
@@ -222,15 +217,7 @@ afterAll(async () => {
   for (const w of Object.values(who)) await w.close();
   await firehose?.close();
   store?.remove();
-  await waitFor(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  ).catch((err: Error) => {
-    throw new Error(
-      `${err.message}: ${JSON.stringify([...resources()])} vs ${JSON.stringify([...baseline])}`,
-    );
-  });
+  await expectNoLeakedResources(baseline);
 }, 30_000);
 
 describe("dials forwarded to the owner", () => {

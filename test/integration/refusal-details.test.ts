@@ -29,6 +29,7 @@ import { connectOnGatewayPort } from "../helpers/gateway-connect.js";
 import { RawClient, tlsCredentials } from "../helpers/grpc-clients.js";
 import { isType, PacketQueue } from "../helpers/packet-queue.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 import { type CreatedTenant, makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
 
 let pki: TestPki;
@@ -41,12 +42,6 @@ let baseline: Map<string, number>;
 const tenants: Record<string, CreatedTenant> = {};
 const agents: RunningAgent[] = [];
 const held = new Set<Socket>();
-
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
 
 beforeAll(async () => {
   pki = await getTestPki();
@@ -91,15 +86,7 @@ afterAll(async () => {
   await backend?.close();
   store?.remove();
   if (auditDir) rmSync(auditDir, { recursive: true, force: true });
-  await waitFor(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  ).catch((err: Error) => {
-    throw new Error(
-      `${err.message}: ${JSON.stringify([...resources()])} vs ${JSON.stringify([...baseline])}`,
-    );
-  });
+  await expectNoLeakedResources(baseline);
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import { bodyText, httpOver } from "../helpers/connect-client.js";
 import { startTenantGateway, type TestGateway } from "../helpers/gateway.js";
 import { connectOnGatewayPort } from "../helpers/gateway-connect.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 import { type CreatedTenant, makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
 
 let pki: TestPki;
@@ -28,12 +29,6 @@ let baseline: Map<string, number>;
 const tenants: Record<string, CreatedTenant> = {};
 const agents: RunningAgent[] = [];
 const sockets: TLSSocket[] = [];
-
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
 
 /** The token id a `kgw_<kind>_<tenant>_<id>_<secret>` token names. */
 const tokenId = (token: string) => token.split("_")[3]!;
@@ -132,15 +127,7 @@ afterAll(async () => {
   await t?.gw.close();
   await backend?.close();
   store?.remove();
-  await waitFor(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  ).catch((err: Error) => {
-    throw new Error(
-      `${err.message}: ${JSON.stringify([...resources()])} vs ${JSON.stringify([...baseline])}`,
-    );
-  });
+  await expectNoLeakedResources(baseline);
 });
 
 describe("the admin port's status API", () => {

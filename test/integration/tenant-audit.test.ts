@@ -29,6 +29,7 @@ import { AGENT_TOKEN, startTenantGateway, type TestGateway } from "../helpers/ga
 import { connectOnGatewayPort } from "../helpers/gateway-connect.js";
 import { spawnKgwAnnouncing } from "../helpers/kgw-process.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 import { type CreatedTenant, makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
 
 const SERVER_ID = "gw-audit-1";
@@ -84,12 +85,6 @@ const resolveHost: HostResolver = async (host) => {
 };
 
 /** Handles and requests alive in this process, by kind, for the leak check. */
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
-
 beforeAll(async () => {
   pki = await getTestPki();
   baseline = resources();
@@ -123,15 +118,7 @@ afterAll(async () => {
   store?.remove();
   if (auditDir) rmSync(auditDir, { recursive: true, force: true });
   // Everything a test opened must be gone: sockets, servers, timers.
-  await waitFor(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  ).catch((err: Error) => {
-    throw new Error(
-      `${err.message}: ${JSON.stringify([...resources()])} vs ${JSON.stringify([...baseline])}`,
-    );
-  });
+  await expectNoLeakedResources(baseline);
 });
 
 interface Caller {

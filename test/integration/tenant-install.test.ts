@@ -20,6 +20,7 @@ import { waitFor } from "../helpers/agent.js";
 import { closedPort } from "../helpers/backends.js";
 import { startTenantGateway, type TestGateway } from "../helpers/gateway.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 import { makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
 
 /** What the installed agents dial: not the test's address, to show the manifest takes the flag's. */
@@ -31,12 +32,6 @@ let t: TestGateway;
 let ca: Buffer;
 let baseline: Map<string, number>;
 const sockets: TLSSocket[] = [];
-
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
 
 interface Fetched {
   status: number;
@@ -143,15 +138,7 @@ afterAll(async () => {
   for (const s of sockets) s.destroy();
   await t?.gw.close();
   store?.remove();
-  await waitFor(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  ).catch((err: Error) => {
-    throw new Error(
-      `${err.message}: ${JSON.stringify([...resources()])} vs ${JSON.stringify([...baseline])}`,
-    );
-  });
+  await expectNoLeakedResources(baseline);
 });
 
 describe("kgw tenant install-token, then kubectl apply -f <the link>", () => {

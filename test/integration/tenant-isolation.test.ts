@@ -42,6 +42,7 @@ import { startTenantGateway, type TestGateway } from "../helpers/gateway.js";
 import { type PacketCall, RawClient, responseHeaders } from "../helpers/grpc-clients.js";
 import { isType, PacketQueue } from "../helpers/packet-queue.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 import { type CreatedTenant, makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
 
 /** The gateway's short limits for attack 9 (the one port under bad input). */
@@ -410,12 +411,6 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 }
 
 /** Handles and requests alive in this process, by kind, for the leak check. */
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
-
 /** A certificate signed by `ca` with exactly the SANs and serial given (lib/pki picks its own serial). */
 async function forgeCertificate(
   ca: CaPems,
@@ -487,15 +482,7 @@ afterAll(async () => {
   await echo?.close();
   store?.remove();
   // Everything this file opened must be gone: sockets, servers, timers.
-  await waitFor(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  ).catch((err: Error) => {
-    throw new Error(
-      `${err.message}: ${JSON.stringify([...resources()])} vs ${JSON.stringify([...baseline])}`,
-    );
-  });
+  await expectNoLeakedResources(baseline);
 });
 
 describe("1. another tenant's caller credentials", () => {

@@ -29,6 +29,7 @@ import { startTenantGateway, type TestGateway } from "../helpers/gateway.js";
 import { connectOnGatewayPort } from "../helpers/gateway-connect.js";
 import { type KgwProcess, spawnKgw } from "../helpers/kgw-process.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 import { type CreatedTenant, makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
 
 /** A name as a ReplicaSet gives its pods. */
@@ -45,12 +46,6 @@ let baseline: Map<string, number>;
 const sockets: Socket[] = [];
 
 /** Handles and requests alive in this process, by kind, for the leak check. */
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
-
 async function startEchoBackend(): Promise<{ address: string; close(): Promise<void> }> {
   const open = new Set<Socket>();
   const server: Server = createNetServer((s) => {
@@ -197,15 +192,7 @@ afterAll(async () => {
   store?.remove();
   if (podRoot) await rm(podRoot, { recursive: true, force: true });
   // Everything this file opened must be gone: sockets, servers, timers, the child process.
-  await waitFor(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  ).catch((err: Error) => {
-    throw new Error(
-      `${err.message}: ${JSON.stringify([...resources()])} vs ${JSON.stringify([...baseline])}`,
-    );
-  });
+  await expectNoLeakedResources(baseline);
 });
 
 describe("an agent started as the manifest's Deployment says", () => {

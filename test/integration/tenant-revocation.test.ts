@@ -22,6 +22,7 @@ import { startTenantGateway, type TestGateway } from "../helpers/gateway.js";
 import { type PacketCall, RawClient } from "../helpers/grpc-clients.js";
 import { isType, PacketQueue } from "../helpers/packet-queue.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 import { type CreatedTenant, makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
 
 /**
@@ -69,12 +70,6 @@ async function startEchoBackend(): Promise<typeof echo> {
         server.close(() => r());
       }),
   };
-}
-
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
 }
 
 function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -252,15 +247,7 @@ afterAll(async () => {
   await t?.gw.close();
   await echo?.close();
   store?.remove();
-  await waitFor(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  ).catch((err: Error) => {
-    throw new Error(
-      `${err.message}: ${JSON.stringify([...resources()])} vs ${JSON.stringify([...baseline])}`,
-    );
-  });
+  await expectNoLeakedResources(baseline);
 });
 
 describe("a caller that showed a certificate and a token", () => {

@@ -15,18 +15,13 @@ import { waitFor } from "../helpers/agent.js";
 import { closedPort } from "../helpers/backends.js";
 import { startTenantGateway, type TestGateway } from "../helpers/gateway.js";
 import { getTestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 import { makeTenantStore, type TestTenantStore } from "../helpers/tenants.js";
 
 let store: TestTenantStore;
 let t: TestGateway;
 let ca: Buffer;
 let baseline: Map<string, number>;
-
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
 
 beforeAll(async () => {
   const pki = await getTestPki();
@@ -45,11 +40,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await t?.gw.close();
   store?.remove();
-  await waitFor(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  );
+  await expectNoLeakedResources(baseline);
 });
 
 async function issue(): Promise<string> {

@@ -27,6 +27,7 @@ import {
 } from "../helpers/fleet.js";
 import { getPeerPki } from "../helpers/peer.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 
 let pki: TestPki;
 let dynamo: LocalDynamo;
@@ -38,12 +39,6 @@ let agent: RunningAgent | undefined;
 let front: TcpFront | undefined;
 let baseline: Map<string, number>;
 const savedEnv: Record<string, string | undefined> = {};
-
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
 
 /** The audit records instance `f` wrote to its stdout (its log lines are the other lines). */
 function auditOf(f: FleetInstance): DialAuditRecord[] {
@@ -122,15 +117,7 @@ afterAll(async () => {
     if (v === undefined) delete process.env[k];
     else process.env[k] = v;
   }
-  await waitUntil(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  ).catch((err: Error) => {
-    throw new Error(
-      `${err.message}: ${JSON.stringify([...resources()])} vs ${JSON.stringify([...baseline])}`,
-    );
-  });
+  await expectNoLeakedResources(baseline);
   work?.remove();
 }, 30_000);
 

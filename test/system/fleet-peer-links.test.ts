@@ -31,6 +31,7 @@ import {
 import { connectOnGatewayPort } from "../helpers/gateway-connect.js";
 import { getPeerPki } from "../helpers/peer.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 
 /** The fleet's --backend-dial-timeout here: longer than the 12 s a hop used to wait regardless. */
 const BACKEND_DIAL_TIMEOUT_MS = 15_000;
@@ -47,12 +48,6 @@ const hanging = new Set<Socket>();
 let agent: { agent: RunningAgent; front: TcpFront } | null = null;
 let baseline: Map<string, number>;
 const savedEnv: Record<string, string | undefined> = {};
-
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
 
 /** A socket that never connects (nor fails) until destroyed: the agent's dial waits on it. */
 function neverConnecting(): Socket {
@@ -180,15 +175,7 @@ afterAll(async () => {
     if (v === undefined) delete process.env[k];
     else process.env[k] = v;
   }
-  await waitUntil(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  ).catch((err: Error) => {
-    throw new Error(
-      `${err.message}: ${JSON.stringify([...resources()])} vs ${JSON.stringify([...baseline])}`,
-    );
-  });
+  await expectNoLeakedResources(baseline);
   work?.remove();
 }, 30_000);
 

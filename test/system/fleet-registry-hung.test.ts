@@ -12,6 +12,7 @@ import { type LocalDynamo, startLocalDynamo } from "../helpers/dynalite.js";
 import { type FleetInstance, makeFleet, tempDir, waitUntil } from "../helpers/fleet.js";
 import { getPeerPki } from "../helpers/peer.js";
 import { getTestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 
 /** How often /readyz is asked: a load balancer asks every few seconds; this is far denser. */
 const POLL_MS = 50;
@@ -20,12 +21,6 @@ let dynamo: LocalDynamo;
 let work: ReturnType<typeof tempDir>;
 let fleet: FleetInstance[];
 let baseline: Map<string, number>;
-
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
 
 interface RegistryView {
   leaseHeld: boolean;
@@ -57,15 +52,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all((fleet ?? []).map((f) => (f.running ? f.terminate() : undefined)));
   await dynamo?.close();
-  await waitUntil(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  ).catch((err: Error) => {
-    throw new Error(
-      `${err.message}: ${JSON.stringify([...resources()])} vs ${JSON.stringify([...baseline])}`,
-    );
-  });
+  await expectNoLeakedResources(baseline);
   work?.remove();
 }, 30_000);
 

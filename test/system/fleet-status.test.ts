@@ -25,6 +25,7 @@ import {
 import { type KgwProcess, spawnKgw } from "../helpers/kgw-process.js";
 import { getPeerPki } from "../helpers/peer.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 
 /** Each tenant's agent goes to the first live instance of its order (the sticky front). */
 const ORDER = { acme: [0, 1, 2], globex: [1, 2, 0], initech: [2, 0, 1] } as const;
@@ -41,12 +42,6 @@ let baseline: Map<string, number>;
 const tenants = {} as Record<TenantId, CreatedFleetTenant>;
 const agents: { tenant: TenantId; process: KgwProcess; front: TcpFront }[] = [];
 const savedEnv: Record<string, string | undefined> = {};
-
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
 
 /** Where the test put each tenant's agent: the first running instance of its order. */
 function expectedHome(tenant: TenantId): string {
@@ -188,15 +183,7 @@ afterAll(async () => {
     if (v === undefined) delete process.env[k];
     else process.env[k] = v;
   }
-  await waitUntil(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  ).catch((err: Error) => {
-    throw new Error(
-      `${err.message}: ${JSON.stringify([...resources()])} vs ${JSON.stringify([...baseline])}`,
-    );
-  });
+  await expectNoLeakedResources(baseline);
   work?.remove();
 }, 30_000);
 

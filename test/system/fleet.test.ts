@@ -33,6 +33,7 @@ import {
 } from "../helpers/fleet.js";
 import { getPeerPki } from "../helpers/peer.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 
 const TENANTS = ["acme", "globex"] as const;
 /**
@@ -54,12 +55,6 @@ const backends = {} as Record<TenantId, TenantBackend>;
 const agents: { tenant: TenantId; agent: RunningAgent; front: TcpFront }[] = [];
 let baseline: Map<string, number>;
 const savedEnv: Record<string, string | undefined> = {};
-
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
 
 const agentPorts = (order: number[]) => () =>
   order
@@ -235,15 +230,7 @@ afterAll(async () => {
     else process.env[k] = v;
   }
   expect(fleet.filter((f) => f.running).map((f) => f.id)).toEqual([]);
-  await waitUntil(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  ).catch((err: Error) => {
-    throw new Error(
-      `${err.message}: ${JSON.stringify([...resources()])} vs ${JSON.stringify([...baseline])}`,
-    );
-  });
+  await expectNoLeakedResources(baseline);
   work?.remove();
 }, 30_000);
 

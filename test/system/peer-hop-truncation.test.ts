@@ -33,6 +33,7 @@ import {
   testPeerLinks,
 } from "../helpers/peer.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 
 /** Bytes each caller must have before the break: its download is under way. */
 const FLOWING_BYTES = 256 * 1024;
@@ -45,12 +46,6 @@ let peerPki: PeerPki;
 let backend: HttpBackend;
 let baseline: Map<string, number>;
 
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
-
 beforeAll(async () => {
   pki = await getTestPki();
   peerPki = await getPeerPki(pki);
@@ -60,15 +55,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await backend.close();
-  await waitFor(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  ).catch((err: Error) => {
-    throw new Error(
-      `${err.message}: ${JSON.stringify([...resources()])} vs ${JSON.stringify([...baseline])}`,
-    );
-  });
+  await expectNoLeakedResources(baseline);
 }, 30_000);
 
 describe("a tenant's owner killed under forwarded transfers", () => {

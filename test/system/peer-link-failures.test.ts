@@ -37,6 +37,7 @@ import {
 } from "../helpers/peer.js";
 import { recordingEnd } from "../helpers/peer-frontend.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 
 const HANDSHAKE_TIMEOUT_MS = 500;
 
@@ -44,12 +45,6 @@ let pki: TestPki;
 let peerPki: PeerPki;
 let backend: HttpBackend;
 let baseline: Map<string, number>;
-
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
 
 const context: DialContext = {
   caller: { tenant: "default", principal: "cert:kube-apiserver#01", listener: "tcp" },
@@ -73,15 +68,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await backend.close();
-  await waitFor(
-    () => [...resources()].every(([k, n]) => n <= (baseline.get(k) ?? 0)),
-    5000,
-    "no leaked handles",
-  ).catch((err: Error) => {
-    throw new Error(
-      `${err.message}: ${JSON.stringify([...resources()])} vs ${JSON.stringify([...baseline])}`,
-    );
-  });
+  await expectNoLeakedResources(baseline);
 }, 30_000);
 
 interface PeerCallResult {

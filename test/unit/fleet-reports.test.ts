@@ -22,6 +22,7 @@ import { captureLogger } from "../helpers/gateway.js";
 import { MemoryRegistry } from "../helpers/memory-registry.js";
 import { getPeerPki } from "../helpers/peer.js";
 import { getTestPki } from "../helpers/pki.js";
+import { activeResources as resources } from "../helpers/resources.js";
 import { lease, row, T0 } from "./registry.contract.js";
 
 /** An agent stream as the registry and the fleet see it; counts every read of its identity. */
@@ -68,11 +69,6 @@ afterEach(async () => {
   for (const s of stops.splice(0).reverse()) await s();
 });
 
-function resources(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const r of process.getActiveResourcesInfo()) m.set(r, (m.get(r) ?? 0) + 1);
-  return m;
-}
 let baseline: Map<string, number>;
 beforeAll(async () => {
   // The PKI first: its files and keys are made once per process and stay.
