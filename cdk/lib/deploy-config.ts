@@ -7,6 +7,7 @@
  * command line, JSON values from cdk.json; both are accepted). docs/DEPLOY.md lists them.
  */
 import { imageReferenceProblem } from "../../lib/tenancy/manifest/images.js";
+import { defaultKgwAgentImage, parseReleaseStamp } from "../../lib/tenancy/manifest/release-stamp.js";
 import { lifecycleTimings } from "./timing.js";
 
 export const CONTEXT_PREFIX = "kgw:";
@@ -42,8 +43,11 @@ export interface DeployConfig {
   taskCpu: number;
   taskMemoryMiB: number;
   image: GatewayImageSource;
-  /** The agent image the install route puts in manifests; null: the server's default. */
-  agentImage: string | null;
+  /**
+   * The agent image the install route puts in manifests: given, or this version's published
+   * image (by digest with release.json, by tag without).
+   */
+  agentImage: string;
   gracefulShutdownSeconds: number;
   /** Autoscaling: target concurrent NLB flows per task. */
   connectionsPerTask: number;
@@ -87,11 +91,14 @@ type ContextReader = (key: string) => unknown;
 
 /**
  * Reads and checks the app's configuration. `context` is `app.node.tryGetContext`; `env` gives
- * CDK_DEFAULT_ACCOUNT/REGION, which the CDK CLI sets from the operator's credentials.
+ * CDK_DEFAULT_ACCOUNT/REGION, which the CDK CLI sets from the operator's credentials;
+ * `releaseStamp` is the text of the checkout's release.json, if it has one
+ * (lib/tenancy/manifest/release-stamp.ts).
  */
 export function readDeployConfig(
   context: ContextReader,
   env: Readonly<Record<string, string | undefined>> = {},
+  releaseStamp: string | null = null,
 ): DeployConfig {
   const read = (key: string): unknown => context(`${CONTEXT_PREFIX}${key}`);
   const str = (key: string): string | null => {
@@ -175,11 +182,9 @@ export function readDeployConfig(
     if (problem) throw new DeployConfigError(`${CONTEXT_PREFIX}image: ${problem}`);
     image = { kind: "registry", reference: imageText };
   }
-  const agentImage = str("agentImage");
-  if (agentImage !== null) {
-    const problem = imageReferenceProblem(agentImage);
-    if (problem) throw new DeployConfigError(`${CONTEXT_PREFIX}agentImage: ${problem}`);
-  }
+  const agentImage = str("agentImage") ?? releasedAgentImage(releaseStamp);
+  const agentImageProblem = imageReferenceProblem(agentImage);
+  if (agentImageProblem) throw new DeployConfigError(`${CONTEXT_PREFIX}agentImage: ${agentImageProblem}`);
 
   const gracefulShutdownSeconds = int(
     "gracefulShutdownSeconds",
@@ -240,6 +245,19 @@ export function readDeployConfig(
     alarmTopicArn,
     allowedCidrs: readCidrs(read("allowedCidrs")),
   };
+}
+
+/**
+ * The published image of this version, which tenants' clusters can pull without credentials:
+ * pinned by digest when the checkout holds the release's stamp. Not read when kgw:agentImage is
+ * given (a mirror's reference, say): the stamp then decides nothing.
+ */
+function releasedAgentImage(stampText: string | null): string {
+  try {
+    return defaultKgwAgentImage(stampText === null ? null : parseReleaseStamp(stampText));
+  } catch (err) {
+    throw new DeployConfigError((err as Error).message);
+  }
 }
 
 function readCertificate(

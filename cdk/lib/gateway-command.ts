@@ -35,8 +35,11 @@ export interface GatewayCommandInput {
   tableName: string;
   domainName: string;
   gracefulShutdownSeconds: number;
-  /** null: the server's default agent image. */
-  agentImage: string | null;
+  /**
+   * Always given, so that the task definition shows which image tenants install (deploy-config.ts
+   * chooses the default).
+   */
+  agentImage: string;
 }
 
 const env = (name: string): string => `env:${name}`;
@@ -53,7 +56,7 @@ export function gatewayCommand(input: GatewayCommandInput): string[] {
     `--tenant-ca-cert=${env(PEM_ENV.tenantCa)}`,
     `--install-port=${GATEWAY_PORTS.install}`,
     `--install-gateway-address=${input.domainName}:${GATEWAY_PORTS.gateway}`,
-    ...(input.agentImage ? [`--install-agent-image=${input.agentImage}`] : []),
+    `--install-agent-image=${input.agentImage}`,
     `--admin-port=${GATEWAY_PORTS.admin}`,
     "--admin-bind-address=0.0.0.0",
     `--health-port=${GATEWAY_PORTS.health}`,

@@ -37,7 +37,7 @@ export interface GatewayServiceProps {
   auditLogGroup: logs.ILogGroup;
   image: GatewayImageSource;
   domainName: string;
-  agentImage: string | null;
+  agentImage: string;
   desiredCount: number;
   taskCpu: number;
   taskMemoryMiB: number;

@@ -1,9 +1,10 @@
 /**
  * Container images of the agent and the grammar their references must follow.
  *
- * Our image is built by the release (the deployment issue writes its Dockerfile): it puts `kgw`
- * on the PATH and runs as UID 65532, so the container command is `kgw agent …` whatever the
- * image's entrypoint. Upstream's proxy-agent image is distroless `nonroot` (UID 65532) with the
+ * Our image is the repository's Dockerfile, built and pushed for amd64 and arm64 by the release
+ * workflow (.github/workflows/release.yml, docs/DEPLOY.md "Images"): it puts `kgw` on the PATH
+ * and runs as UID 65532, so the container command is `kgw agent …` whatever the image's
+ * entrypoint. Upstream's proxy-agent image is distroless `nonroot` (UID 65532) with the
  * binary at `/proxy-agent`.
  */
 
@@ -14,7 +15,17 @@
  */
 export const KGW_VERSION = "0.1.0";
 
-export const DEFAULT_KGW_AGENT_IMAGE = `ghcr.io/konnectivity-gateway/kgw:${KGW_VERSION}`;
+/**
+ * Where the release workflow publishes the image, for every platform under one name: its
+ * IMAGE_REPOSITORY (.github/workflows/release.yml), which a unit test keeps equal to this.
+ */
+export const KGW_IMAGE_REPOSITORY = "ghcr.io/konnectivity-gateway/kgw";
+
+/**
+ * This version's image by its tag, the default where no release stamp says its digest
+ * (release-stamp.ts): a tag the release pushed once and never moves, but a registry could.
+ */
+export const DEFAULT_KGW_AGENT_IMAGE = `${KGW_IMAGE_REPOSITORY}:${KGW_VERSION}`;
 
 /** The upstream release our interop suites run against (test/interop/go.mod pins the same). */
 export const DEFAULT_UPSTREAM_AGENT_IMAGE = "registry.k8s.io/kas-network-proxy/proxy-agent:v0.36.0";
