@@ -12,12 +12,18 @@ const MAX_LEVELS_UP = 4;
 
 /** The version of the package this file belongs to, found by walking up from `from`. */
 export function packageVersion(from: string = fileURLToPath(import.meta.url)): string {
+  const file = path.join(packageRoot(from), "package.json");
+  return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
+}
+
+/** The folder of this package's package.json (the checkout, or /opt/kgw in the image). */
+export function packageRoot(from: string = fileURLToPath(import.meta.url)): string {
   let dir = path.dirname(from);
   for (let i = 0; i <= MAX_LEVELS_UP; i++) {
     const file = path.join(dir, "package.json");
     if (existsSync(file)) {
       const pkg = JSON.parse(readFileSync(file, "utf8")) as { name?: unknown; version?: unknown };
-      if (pkg.name === PACKAGE_NAME && typeof pkg.version === "string") return pkg.version;
+      if (pkg.name === PACKAGE_NAME && typeof pkg.version === "string") return dir;
     }
     dir = path.dirname(dir);
   }

@@ -31,7 +31,7 @@ export const INSTALL_FLAGS = defineFlags({
   "install-agent-image": {
     kind: "string",
     default: "",
-    help: "With --install-gateway-address: the installed agent's image, with a tag or digest (default: this version's kgw image).",
+    help: "With --install-gateway-address: the installed agent's image, with a tag or digest (default: this version's kgw image, by digest when the package holds its release's release.json).",
   },
   "install-namespace": {
     kind: "string",
@@ -46,7 +46,7 @@ export interface InstallOptions {
   gateway: GatewayAddress;
   /** File with the CA bundle they verify the gateway with (read and checked at start). */
   caBundle: string;
-  /** undefined: the kgw agent image of this version. */
+  /** undefined: the kgw agent image of this version (services/server/main.ts fills it in). */
   image: string | undefined;
   namespace: string;
   /** A TLS listener of its own serving only the route (--install-port); null: the agent port only. */

@@ -2,6 +2,7 @@
  * `kgw server`: parse options once, start a gateway, stop gracefully on SIGTERM/SIGINT
  * (a second signal stops at once); SIGHUP reopens the audit log file (log rotation).
  */
+import { packageDefaultAgentImage } from "../../lib/commands/release-stamp-file.js";
 import { parseServerOptions, serverHelp } from "../../lib/config/server-options.js";
 import { GatewayError } from "../../lib/errors.js";
 import type { HostedParts } from "../../lib/fleet/start-fleet.js";
@@ -17,6 +18,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   let parsed: ReturnType<typeof parseServerOptions>;
   try {
     parsed = parseServerOptions(argv, env);
+    // The install route's default image is this release's by digest when the package holds its
+    // stamp (never in the image itself: it cannot hold its own digest).
+    const install = parsed.help ? null : parsed.options.tenancy?.install;
+    if (install) install.image ??= packageDefaultAgentImage();
   } catch (err) {
     process.stderr.write(`kgw server: ${(err as Error).message}\n`);
     return 2;

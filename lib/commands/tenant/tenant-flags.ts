@@ -107,7 +107,7 @@ export const TENANT_FLAGS = defineFlags({
   "agent-image": {
     kind: "string",
     default: "",
-    help: `manifest: the agent's image, with a tag or digest (default ${DEFAULT_KGW_AGENT_IMAGE}; upstream flavor ${DEFAULT_UPSTREAM_AGENT_IMAGE}).`,
+    help: `manifest: the agent's image, with a tag or digest (default ${DEFAULT_KGW_AGENT_IMAGE}, or by digest with the release's release.json beside package.json; upstream flavor ${DEFAULT_UPSTREAM_AGENT_IMAGE}).`,
   },
   namespace: {
     kind: "string",
