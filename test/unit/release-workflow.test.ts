@@ -62,8 +62,13 @@ describe("the release workflow", () => {
     const build = stepUsing(release, "docker/build-push-action")!;
     expect(String(build.with?.platforms).split(",")).toEqual(["linux/amd64", "linux/arm64"]);
     expect(build.with).toMatchObject({ sbom: true, provenance: "mode=max", context: "." });
-    expect(stepUsing(release, "docker/setup-qemu-action")).toBeDefined();
-    expect(stepUsing(release, "docker/setup-buildx-action")).toBeDefined();
+  });
+
+  it("runs the emulator and the builder it trusts with the release from images pinned by digest", () => {
+    const pinned = /^docker\.io\/[\w/-]+:[\w.-]+@sha256:[0-9a-f]{64}$/;
+    expect(String(stepUsing(release, "docker/setup-qemu-action")?.with?.image)).toMatch(pinned);
+    const driverOpts = String(stepUsing(release, "docker/setup-buildx-action")?.with?.["driver-opts"]);
+    expect(driverOpts.replace(/^image=/, "")).toMatch(pinned);
   });
 
   it("signs the digest it pushed, keyless, and verifies it as the docs tell operators to", () => {
