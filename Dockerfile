@@ -5,7 +5,15 @@
 # dependencies, running as UID 65532 (the agent manifest's runAsUser, lib/tenancy/manifest).
 # Built by `cdk deploy` as an image asset, or by hand: docker build -t kgw:0.1.0 .
 
-ARG NODE_IMAGE=node:20.19-bookworm-slim
+# Node.js 24 LTS, the supported runtime and the version .ci/run tests on (maintenance LTS until
+# 2028-04-30), on Debian 13 "trixie", which the Node image itself defaults to (Debian 12 left
+# regular security support in June 2026). Pinned by exact version but not by digest: the machines
+# this repository is developed on cannot reach Docker Hub to resolve one, and a digest is never
+# written from memory. A release build pins it with
+#   --build-arg NODE_IMAGE=node:24.22.3-trixie-slim@sha256:<digest>
+# <digest> being the index digest (every architecture) that
+# `docker buildx imagetools inspect node:24.22.3-trixie-slim` prints.
+ARG NODE_IMAGE=node:24.22.3-trixie-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src

@@ -24,7 +24,6 @@ import { createRequire } from "node:module";
 import type { AddressInfo, Server } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { BENCH_CREDENTIALS, BENCH_REGION, localAwsEnv } from "../bench/harness/local-aws.js";
 import { addressInUse } from "../lib/demo/address-in-use.js";
 import { getThroughConnect } from "../lib/demo/connect-request.js";
@@ -46,10 +45,8 @@ import { issuePeerCertificate } from "../lib/fleet/peer/peer-identity.js";
 import { clearPortsFile, writePortsFile } from "../lib/observability/ports-file.js";
 import { createCa } from "../lib/pki/ca.js";
 import { writePemFiles } from "../lib/pki/files.js";
+import { createDynamoClient } from "../lib/registry/dynamo/client.js";
 import { createTable } from "../lib/registry/dynamo/table.js";
-
-// The SDK's notice that its 2027 releases need Node.js 22 (docs/REGISTRY.md): known, and noise here.
-process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
 
 const TABLE = "kgw-local";
 const TENANT = "acme";
@@ -78,7 +75,7 @@ async function startDynamo(): Promise<Record<string, string>> {
   await new Promise<void>((r) => db.listen(0, "127.0.0.1", r));
   cleanups.push(() => new Promise<void>((r) => db.close(() => r())));
   const dbPort = (db.address() as AddressInfo).port;
-  const client = new DynamoDBClient({
+  const client = createDynamoClient({
     endpoint: `http://127.0.0.1:${dbPort}`,
     region: BENCH_REGION,
     credentials: BENCH_CREDENTIALS,

@@ -34,7 +34,7 @@ export const REVIEWED_FINDINGS: Readonly<Record<"stateful" | "service", readonly
       path: "Gateway/Task",
       rule: "AwsSolutions-ECS2",
       reason:
-        "The plain environment holds no secret: AWS_REGION, NODE_OPTIONS (the heap size), the AWS SDK's Node.js version notice switch, and the log router's log group names. Every certificate and key comes from Secrets Manager through the container's secrets.",
+        "The plain environment holds no secret: AWS_REGION, NODE_OPTIONS (the heap size) and the log router's log group names. Every certificate and key comes from Secrets Manager through the container's secrets.",
     },
     {
       path: "Gateway/Task/ExecutionRole/DefaultPolicy",

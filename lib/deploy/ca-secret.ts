@@ -3,12 +3,14 @@
  * credentials, instead of --ca-cert/--ca-key files on the operator's disk. The client comes from
  * the SDK's standard configuration (AWS_PROFILE, AWS_REGION, SSO, `AWS_ENDPOINT_URL_SECRETS_MANAGER`
  * …); nothing here signs or sends HTTP. The reader is injected so the handling of the secret's
- * shape and of every failure is tested without AWS (test/unit/deploy-ca-secret.test.ts).
+ * shape and of every failure is tested without AWS (test/unit/deploy-ca-secret.test.ts). The
+ * client is built without the SDK's Node.js version warning (lib/util/aws-sdk-node-warning.ts).
  */
 import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { ConfigError, GatewayError } from "../errors.js";
 import { loadCa } from "../pki/ca.js";
 import type { CaPems } from "../pki/issue.js";
+import { withoutNodeVersionWarning } from "../util/aws-sdk-node-warning.js";
 import { checkSecretId } from "./secret-id.js";
 import { parseCaSecret } from "./secret-layout.js";
 
@@ -25,9 +27,12 @@ const SECRET_REQUEST_TIMEOUT_MS = 10_000;
 export function secretsManagerReader(client?: SecretsManagerClient): SecretReader {
   const sm =
     client ??
-    new SecretsManagerClient({
-      requestHandler: { requestTimeout: SECRET_REQUEST_TIMEOUT_MS, throwOnRequestTimeout: true },
-    });
+    withoutNodeVersionWarning(
+      () =>
+        new SecretsManagerClient({
+          requestHandler: { requestTimeout: SECRET_REQUEST_TIMEOUT_MS, throwOnRequestTimeout: true },
+        }),
+    );
   return {
     async getSecretString(secretId) {
       const out = await sm.send(new GetSecretValueCommand({ SecretId: secretId }));

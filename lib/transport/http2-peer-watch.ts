@@ -5,8 +5,9 @@
  * reports: when a write to the socket fails with ECONNRESET, the session is neither destroyed
  * nor reading any more, so neither EOF nor an error ever arrives, and every stream on it stays
  * open. `session.destroy()` does not free it either (it waits for the stuck write); destroying
- * the socket does. On this machine 7–10 of 10 sessions that were sending when their peer was
- * SIGKILLed ended up that way (test/integration/http2-peer-watch.test.ts). For the gateway that
+ * the socket does. On this machine, on Node.js 20, 7–10 of 10 sessions that were sending when
+ * their peer was SIGKILLed ended up that way (test/integration/http2-peer-watch.test.ts); on
+ * Node.js 24.22.3 the same test sees Node close every one itself. For the gateway a stuck session
  * means tunnels of a vanished kube-apiserver or upstream agent that never close.
  *
  * The watch looks only at sessions that wrote since their peer last said anything (as far as

@@ -122,7 +122,8 @@ afterEach(async () => {
 describe("Http2PeerWatch", () => {
   it("closes sessions whose peer was killed while we were sending to it", async () => {
     const t = await start(20_000);
-    // Node leaves most of these sessions open forever without the watch (7-10 of 10 here).
+    // Node.js 20 leaves most of these sessions open forever without the watch (7-10 of 10 here);
+    // Node.js 24 (24.22.3) closes them itself, before the watch looks. Either way each must close.
     for (let i = 0; i < 5; i++) {
       const peer = await downloadingPeer(t);
       const session = t.sessions.at(-1)!;
@@ -132,7 +133,7 @@ describe("Http2PeerWatch", () => {
       // Certain from the socket, so well before the 20 s a PING would be given.
       expect(Date.now() - killedAt).toBeLessThan(2000);
     }
-    expect(t.closedBy.length).toBeGreaterThan(0);
+    // Those the watch closed, it closed as certain from the socket, not by a PING left unanswered.
     expect(t.closedBy.every((r) => r === "connection reset")).toBe(true);
   });
 

@@ -1,16 +1,24 @@
 /**
  * The DynamoDB tenant store on dynalite: the shared TenantStore contract, then what only it has
  * (the generation counter that makes a watch's poll one read, the full re-list that catches an
- * edit nobody announced, an unreachable table).
+ * edit nobody announced, an unreachable table), and that no process building an AWS SDK client
+ * prints the SDK's Node.js version warning.
  */
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import path from "node:path";
 import { GetItemCommand, PutItemCommand, UpdateItemCommand } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { caSecretJson } from "../../lib/deploy/secret-layout.js";
 import { openDynamoTenantStore } from "../../lib/tenancy/dynamo-store/dynamo-tenant-store.js";
 import { MAX_RECORD_BYTES } from "../../lib/tenancy/limits.js";
 import { encodeTenantRecord } from "../../lib/tenancy/record-codec.js";
 import type { TenantStore, TenantWatch } from "../../lib/tenancy/store.js";
 import { type LocalDynamo, startLocalDynamo } from "../helpers/dynalite.js";
+import { makeFleet, tempDir } from "../helpers/fleet.js";
 import { spawnKgw } from "../helpers/kgw-process.js";
+import { getPeerPki } from "../helpers/peer.js";
+import { getTestPki } from "../helpers/pki.js";
 import { type CorruptionKind, createTenant, describeTenantStoreContract } from "./tenant-store.contract.js";
 
 let dynamo: LocalDynamo;
@@ -169,14 +177,14 @@ describe("dynamodb tenant store", () => {
   });
 });
 
-describe("kgw tenant --table", () => {
-  /** Runs `kgw tenant …` as an operator would: a real process, configured by the environment only. */
-  async function kgw(env: Record<string, string>, ...args: string[]) {
-    const p = spawnKgw(["tenant", ...args], { KGW_TENANT_STORE_DIR: "", ...env });
-    const { code } = await p.exited;
-    return { code, output: p.output.join("") };
-  }
+/** Runs `kgw tenant …` as an operator would: a real process, configured by the environment only. */
+async function kgw(env: Record<string, string>, ...args: string[]) {
+  const p = spawnKgw(["tenant", ...args], { KGW_TENANT_STORE_DIR: "", ...env });
+  const { code } = await p.exited;
+  return { code, output: p.output.join("") };
+}
 
+describe("kgw tenant --table", () => {
   it("creates, lists and deletes tenants in the DynamoDB store, quietly", async () => {
     const tableName = await freshTable();
     const created = await kgw(
@@ -223,5 +231,80 @@ describe("kgw tenant --table", () => {
     expect(down.code).toBe(1);
     expect(down.output).toMatch(/kgw tenant list: tenant store: cannot list tenants: .*ECONNREFUSED/);
     expect(Date.now() - started).toBeLessThan(15_000);
+  });
+});
+
+/**
+ * The SDK warns, once per process, when a client is built on Node.js below 22: nine lines on
+ * stderr, `(node:…) Warning: NodeVersionSupportWarning: … will require node >=22`. Each process
+ * here builds its clients with the operator's environment as it comes, without the SDK's switch
+ * (this test process and the dynalite helper set it for themselves). On Node.js 22 and later the
+ * SDK has nothing to say and nothing is silenced; CI runs these on both 20 and 24.
+ */
+describe("no AWS SDK Node.js version warning from a kgw process", () => {
+  const SDK_WARNING = /NodeVersionSupport|node >=22|\(node:\d+\) Warning/;
+  const operatorEnv = () => ({ ...dynamo.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "" });
+
+  it("kgw server on a registry table (its registry and tenant store), from start to stop", async () => {
+    const pki = await getTestPki();
+    const peer = await getPeerPki(pki);
+    const work = tempDir("kgw-sdk-warning-");
+    try {
+      const [server] = await makeFleet(
+        { pki, peerFiles: peer.files, table: await freshTable(), dynamoEnv: operatorEnv() },
+        1,
+        work.dir,
+      );
+      await server!.start();
+      // It did use the table through its SDK client: requests counted by operation.
+      expect(await server!.metrics()).toMatch(/^kgw_fleet_registry_requests_total\{[^}]*\} [1-9]/m);
+      expect(await server!.terminate()).toEqual({ code: 0, signal: null });
+      expect(server!.log()).not.toMatch(SDK_WARNING);
+    } finally {
+      work.remove();
+    }
+  });
+
+  it("kgw tenant --ca-secret (Secrets Manager), with a file store so that no other client comes first", async () => {
+    const pki = await getTestPki();
+    const secretId = "kgw/gateway-ca";
+    // Secrets Manager's GetSecretValue (AWS JSON 1.1) for the one secret, as the SDK sends it.
+    const requests: string[] = [];
+    const secrets: Server = createServer(async (req: IncomingMessage, res) => {
+      let body = "";
+      for await (const chunk of req) body += String(chunk);
+      requests.push(`${req.headers["x-amz-target"]} ${JSON.parse(body).SecretId}`);
+      res.setHeader("content-type", "application/x-amz-json-1.1");
+      res.end(
+        JSON.stringify({
+          Name: secretId,
+          SecretString: caSecretJson({ certificate: pki.ca.certPem, privateKey: pki.ca.keyPem }),
+        }),
+      );
+    });
+    await new Promise<void>((r) => secrets.listen(0, "127.0.0.1", r));
+    const work = tempDir("kgw-sdk-warning-");
+    try {
+      const created = await kgw(
+        {
+          ...operatorEnv(),
+          AWS_ENDPOINT_URL_SECRETS_MANAGER: `http://127.0.0.1:${(secrets.address() as AddressInfo).port}`,
+          KGW_GATEWAY_ADDRESS: "gateway.example.com:8132",
+        },
+        "create",
+        "acme",
+        `--store-dir=${path.join(work.dir, "store")}`,
+        `--ca-secret=${secretId}`,
+        `--out=${path.join(work.dir, "bundle")}`,
+        "--output=json",
+      );
+      expect(created.code, created.output).toBe(0);
+      // The CA did come from the secret: the bundle was issued with it.
+      expect(requests).toEqual([`secretsmanager.GetSecretValue ${secretId}`]);
+      expect(created.output).not.toMatch(SDK_WARNING);
+    } finally {
+      work.remove();
+      await new Promise<void>((r) => secrets.close(() => r()));
+    }
   });
 });

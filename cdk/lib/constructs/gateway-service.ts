@@ -121,7 +121,6 @@ export class GatewayService extends Construct {
         // The AWS SDK's region (DynamoDB); Fargate's task role provides the credentials.
         AWS_REGION: Stack.of(this).region,
         NODE_OPTIONS: `--max-old-space-size=${Math.floor(gatewayMemoryMiB * HEAP_SHARE)}`,
-        AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
       },
       secrets,
       portMappings: Object.values(GATEWAY_PORTS).map((containerPort) => ({

@@ -9,7 +9,6 @@ import { ConfigError } from "../../errors.js";
 import { type CertificateAuthority, loadCa } from "../../pki/ca.js";
 import type { AgentBundleOptions } from "../../tenancy/bundle/agent-bundle.js";
 import type { CallerBundleOptions } from "../../tenancy/bundle/caller-bundle.js";
-import { withoutNodeVersionWarning } from "./quiet-aws-sdk.js";
 import type { AgentBundleSettings, BundleSettings, CertificateSettings } from "./tenant-settings.js";
 
 export async function loadBundleOptions(s: BundleSettings, now: () => Date): Promise<CallerBundleOptions> {
@@ -66,10 +65,7 @@ async function loadCertificateOptions(s: CertificateSettings, now: () => Date) {
  */
 async function readCaSecret(secretId: string): Promise<{ certPem: string; keyPem: string }> {
   const { readCaFromSecret, secretsManagerReader } = await import("../../deploy/ca-secret.js");
-  return readCaFromSecret(
-    secretId,
-    withoutNodeVersionWarning(() => secretsManagerReader()),
-  );
+  return readCaFromSecret(secretId, secretsManagerReader());
 }
 
 /** PEM files are small; a larger one is a wrong path (a disk image, a log). */

@@ -36,7 +36,6 @@ import { EXIT, exitCodeFor } from "../exit-codes.js";
 import { confirmOrSay, credentialIdIn } from "./confirm-change.js";
 import { loadAgentBundleOptions, loadBundleOptions } from "./load-bundle-options.js";
 import type { OutputFormat, TenantCommand } from "./parse-tenant-command.js";
-import { withoutNodeVersionWarning } from "./quiet-aws-sdk.js";
 import {
   agentBundleText,
   agentBundleView,
@@ -67,7 +66,7 @@ export async function runTenantCommand(command: TenantCommand, io: TenantCliIo):
   let store: TenantStore | undefined;
   try {
     store = command.table
-      ? withoutNodeVersionWarning(() => openDynamoTenantStore({ tableName: command.table! }))
+      ? openDynamoTenantStore({ tableName: command.table })
       : await openFileTenantStore(command.storeDir, { create: command.name === "create" });
     return await execute(command, store, { ...io, now, prompter: io.prompter ?? NO_TERMINAL });
   } catch (err) {

@@ -13,11 +13,11 @@
  * otherwise, capped at 20 s), behind a client-wide retry quota that stops retry storms.
  * test/unit/registry-dynamo.test.ts checks both.
  *
- * The SDK prints a warning once per process on Node.js 20 (its releases after January 2027
- * need Node.js 22). Its documented switch is the environment variable
- * AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED=true; library code does not set it.
+ * Built without the SDK's Node.js version warning, which it prints below Node.js 22 only
+ * (lib/util/aws-sdk-node-warning.ts).
  */
 import { DynamoDBClient, type DynamoDBClientConfig } from "@aws-sdk/client-dynamodb";
+import { withoutNodeVersionWarning } from "../../util/aws-sdk-node-warning.js";
 import { DYNAMO_CONNECT_TIMEOUT_MS, DYNAMO_REQUEST_TIMEOUT_MS } from "../durations.js";
 
 export interface DynamoClientOptions {
@@ -47,5 +47,5 @@ export function createDynamoClient(options: DynamoClientOptions = {}): DynamoDBC
   if (options.endpoint !== undefined) config.endpoint = options.endpoint;
   if (options.credentials !== undefined) config.credentials = options.credentials;
   if (options.maxAttempts !== undefined) config.maxAttempts = options.maxAttempts;
-  return new DynamoDBClient(config);
+  return withoutNodeVersionWarning(() => new DynamoDBClient(config));
 }
