@@ -10,6 +10,7 @@ import type {
   RecentActivity,
   TenantStatus,
 } from "../../server/status/status-model.js";
+import { durationText } from "../../util/duration-text.js";
 
 const MAX_CELL_CHARS = 80;
 
@@ -31,17 +32,9 @@ function table(header: string[], rows: unknown[][]): string {
   return `${[header, ...cells].map(line).join("\n")}\n`;
 }
 
-/** "3d4h", "5m3s", "12s". */
+/** An uptime as the tables show it; null (an instance that did not answer) stays null. */
 export function duration(seconds: number | null): string | null {
-  if (seconds === null) return null;
-  const d = Math.floor(seconds / 86_400);
-  const h = Math.floor((seconds % 86_400) / 3600);
-  const m = Math.floor((seconds % 3600) / 60);
-  const s = seconds % 60;
-  if (d > 0) return `${d}d${h}h`;
-  if (h > 0) return `${h}h${m}m`;
-  if (m > 0) return `${m}m${s}s`;
-  return `${s}s`;
+  return seconds === null ? null : durationText(seconds);
 }
 
 /** "ok=10 denied=2", or "none". */
