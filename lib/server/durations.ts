@@ -288,3 +288,9 @@ export const STATUS_GONE_REMEMBER_MS = 10 * 60_000;
 export const SELF_STATUS_ANSWER_TIMEOUT_MS = 5_000;
 /** After that answer, how long a client may take to read it and close before it is cut off. */
 export const SELF_STATUS_LINGER_MS = 5_000;
+/**
+ * How often the admin port's status page reloads itself (`<meta http-equiv="refresh">`): often
+ * enough to watch an agent move to another instance, rarely enough that a page left open on a
+ * wall screen asks the fleet (each peer over its link) a few times a minute, not every second.
+ */
+export const STATUS_PAGE_REFRESH_SECONDS = 10;

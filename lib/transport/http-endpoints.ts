@@ -11,6 +11,8 @@ export interface HttpReply {
   status: number;
   body: string;
   contentType?: string;
+  /** More response headers (lower-case names); the status page's security headers, a Location. */
+  headers?: Readonly<Record<string, string>>;
 }
 
 /** What a handler may read of its request: the path (which chose it) and the query string. */
@@ -22,7 +24,7 @@ export interface HttpRequestInfo {
 
 /**
  * Path → handler. A key ending in "/" is a prefix route: it serves every path under it that no
- * exact key names (`/status/tenants/` serves `/status/tenants/<id>`). Handlers are synchronous
+ * exact key names (`/status/tenants/` serves `/status/tenants/<id>`); "/" is the root only. Handlers are synchronous
  * or return a promise (metrics collection is async).
  */
 export type Routes = Record<string, (req: HttpRequestInfo) => HttpReply | Promise<HttpReply>>;
@@ -66,6 +68,9 @@ async function respond(
   res.statusCode = reply.status;
   res.setHeader("content-type", reply.contentType ?? TEXT);
   res.setHeader("cache-control", "no-store");
+  // Every answer is what its content-type says: no browser may guess HTML out of a text reply.
+  res.setHeader("x-content-type-options", "nosniff");
+  for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
   res.end(req.method === "HEAD" ? undefined : reply.body);
 }
 
@@ -73,7 +78,8 @@ async function respond(
 function prefixRoute(routes: Routes, path: string): Routes[string] | undefined {
   let best: string | undefined;
   for (const key of Object.keys(routes)) {
-    if (key.endsWith("/") && path.startsWith(key) && path.length > key.length) {
+    // "/" itself names the root only: as a prefix it would answer every unknown path.
+    if (key !== "/" && key.endsWith("/") && path.startsWith(key) && path.length > key.length) {
       if (best === undefined || key.length > best.length) best = key;
     }
   }

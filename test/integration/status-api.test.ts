@@ -185,6 +185,31 @@ describe("the admin port's status API", () => {
   });
 });
 
+describe("the admin port's status page", () => {
+  it("GET /ui and /ui/tenants/acme: HTML of the same status, strict headers; bad ids and paths as the JSON's", async () => {
+    const fleet = await fetch(`http://${t.admin}/ui`);
+    expect(fleet.status).toBe(200);
+    expect(fleet.headers.get("content-type")).toBe("text/html; charset=utf-8");
+    expect(fleet.headers.get("content-security-policy")).toMatch(/^default-src 'none'; style-src 'sha256-/);
+    expect(fleet.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(fleet.headers.get("cache-control")).toBe("no-store");
+    const page = await fleet.text();
+    for (const id of ["acme", "globex"]) expect(page).toContain(`<a href="/ui/tenants/${id}">${id}</a>`);
+    const acme = await (await fetch(`http://${t.admin}/ui/tenants/acme`)).text();
+    expect(acme).toMatch(/<tr class="agent up" data-agent="acme-agent" data-instance="[^"]+">/);
+    expect(acme).toContain(`data-credential="token:${tokenId(tenants.acme!.callerToken)}"`);
+    expect(acme).toContain("ERR_DESTINATION_NOT_ALLOWED 1");
+    expect(acme).not.toContain("globex");
+    const bad = await fetch(`http://${t.admin}/ui/tenants/Not_A-Label!`);
+    expect(bad.status).toBe(400);
+    expect(await bad.text()).toContain("ERR_BAD_REQUEST");
+    expect((await admin("/ui/tenant/acme")).status).toBe(404);
+    expect((await admin("/nothing-here")).status).toBe(404);
+    const root = await fetch(`http://${t.admin}/`, { redirect: "manual" });
+    expect([root.status, root.headers.get("location")]).toEqual([303, "/ui"]);
+  });
+});
+
 describe("a tenant's own GET /v1/status on the gateway port", () => {
   it("with its caller token: its own agents and failures, nothing of another tenant, no secret", async () => {
     const r = await exchange(selfStatus(`Bearer ${tenants.acme!.callerToken}`));

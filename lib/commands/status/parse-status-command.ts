@@ -6,6 +6,7 @@
 import { defineFlags, formatHelp, parseFlags } from "../../config/flags.js";
 import { ConfigError } from "../../errors.js";
 import { isValidTenantId } from "../../tenancy/tenant-id.js";
+import { ADMIN_URL_ENV, ADMIN_URL_FLAG, DEFAULT_ADMIN_URL, parseAdminUrl } from "./admin-url.js";
 
 /** The default interval of --watch: often enough to watch an agent move, rarely enough to read. */
 export const DEFAULT_WATCH_INTERVAL_MS = 2_000;
@@ -18,11 +19,11 @@ export const DEFAULT_STATUS_TIMEOUT_MS = 10_000;
 const MIN_WATCH_INTERVAL_MS = 500;
 
 export const STATUS_FLAGS = defineFlags({
-  "admin-url": {
+  [ADMIN_URL_FLAG]: {
     kind: "string",
-    default: "http://127.0.0.1:8133",
+    default: DEFAULT_ADMIN_URL,
     help: "Any instance's admin address (http://host:8133); it answers for the whole fleet.",
-    env: "KGW_ADMIN_URL",
+    env: ADMIN_URL_ENV,
   },
   json: { kind: "bool", default: false, help: "Print the status API's JSON instead of tables." },
   watch: { kind: "bool", default: false, help: "Refresh every --interval until Ctrl-C." },
@@ -47,29 +48,6 @@ export interface StatusCommand {
 
 export type ParsedStatusCommand = { help: true; text: string } | { help: false; command: StatusCommand };
 
-/** An http(s) URL with nothing but a host and port (and an optional "/"). */
-function adminUrlOf(raw: string): string {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new ConfigError(`--admin-url: "${raw.slice(0, 80)}" is not a URL (http://host:8133)`);
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") {
-    throw new ConfigError("--admin-url: must be http:// or https://");
-  }
-  if (
-    (url.pathname !== "/" && url.pathname !== "") ||
-    url.search ||
-    url.hash ||
-    url.username ||
-    url.password
-  ) {
-    throw new ConfigError("--admin-url: give the address only (http://host:8133), no path, query or user");
-  }
-  return `${url.protocol}//${url.host}`;
-}
-
 export function parseStatusCommand(
   argv: readonly string[],
   env: Readonly<Record<string, string | undefined>>,
@@ -87,7 +65,7 @@ export function parseStatusCommand(
   return {
     help: false,
     command: {
-      adminUrl: adminUrlOf(v["admin-url"]),
+      adminUrl: parseAdminUrl(v[ADMIN_URL_FLAG]),
       tenant,
       json: v.json,
       watch: v.watch,

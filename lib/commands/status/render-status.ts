@@ -8,12 +8,15 @@ import type {
   InstanceStatus,
   LastError,
   RecentActivity,
+  TenantDetail,
   TenantStatus,
 } from "../../server/status/status-model.js";
+import { durationText } from "../../util/duration-text.js";
 
 const MAX_CELL_CHARS = 80;
 
-function cell(value: unknown): string {
+/** One value as a table cell: control characters out, cut to a length. */
+export function cell(value: unknown): string {
   if (value === null || value === undefined) return "-";
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
   const text = String(value).replace(/[\u0000-\u001f\u007f-\u009f]/g, "?");
@@ -31,17 +34,9 @@ function table(header: string[], rows: unknown[][]): string {
   return `${[header, ...cells].map(line).join("\n")}\n`;
 }
 
-/** "3d4h", "5m3s", "12s". */
+/** An uptime as the tables show it; null (an instance that did not answer) stays null. */
 export function duration(seconds: number | null): string | null {
-  if (seconds === null) return null;
-  const d = Math.floor(seconds / 86_400);
-  const h = Math.floor((seconds % 86_400) / 3600);
-  const m = Math.floor((seconds % 3600) / 60);
-  const s = seconds % 60;
-  if (d > 0) return `${d}d${h}h`;
-  if (h > 0) return `${h}h${m}m`;
-  if (m > 0) return `${m}m${s}s`;
-  return `${s}s`;
+  return seconds === null ? null : durationText(seconds);
 }
 
 /** "ok=10 denied=2", or "none". */
@@ -61,7 +56,7 @@ function lastError(e: LastError | null): string {
   return e ? `${e.code ?? e.outcome} at ${e.at} (dial ${e.dialId} on ${e.instance})` : "none";
 }
 
-function instancesTable(instances: readonly InstanceStatus[]): string {
+export function instancesTable(instances: readonly InstanceStatus[]): string {
   return table(
     ["INSTANCE", "LEASE", "ANSWERED", "DRAINING", "AGENTS", "TUNNELS", "VERSION", "UPTIME", "PEER", "REASON"],
     instances.map((i) => [
@@ -79,7 +74,8 @@ function instancesTable(instances: readonly InstanceStatus[]): string {
   );
 }
 
-function header(s: FleetStatus | TenantStatus): string {
+/** "Answered by <id> at <time>", and which instances did not answer; ends in a newline. */
+export function header(s: FleetStatus | TenantStatus): string {
   const missing = s.instances.filter((i) => !i.answered).map((i) => i.id);
   const partial = missing.length > 0 ? `; PARTIAL: ${missing.join(", ")} did not answer` : "";
   return `Answered by ${cell(s.answeredBy)} at ${cell(s.generatedAt)}${cell(partial)}\n`;
@@ -113,35 +109,47 @@ export function renderFleet(s: FleetStatus): string {
   return `${header(s)}\nINSTANCES\n${instancesTable(s.instances)}\nTENANTS\n${tenants}`;
 }
 
+/** A tenant's agents, each on the instance holding its stream. */
+export function agentsTable(t: TenantDetail): string {
+  if (t.agents.length === 0) return "No agent connected to the instances that answered.\n";
+  return table(
+    [
+      "AGENT",
+      "INSTANCE",
+      "REMOTE ADDRESS",
+      "TRANSPORT",
+      "VERSION",
+      "CONNECTED SINCE",
+      "LAST SEEN",
+      "RESPONSIVE",
+      "LOAD",
+    ],
+    t.agents.map((a) => [
+      a.agentId,
+      a.instance,
+      a.remoteAddress,
+      a.transport,
+      a.agentVersion ?? "unknown",
+      a.connectedSince,
+      a.lastSeen,
+      a.responsive ? "yes" : "no",
+      a.load,
+    ]),
+  );
+}
+
+/** What a tenant's dials did: four lines, the last ending in a blank line. */
+export function activityLines(t: TenantDetail): string[] {
+  return [
+    `RECENT DIALS (last ${t.recent.windowMinutes} minutes): ${cell(counts(t.recent.dials))}`,
+    `FAILURES BY REASON: ${cell(counts(t.recent.failures))}`,
+    `OPEN TUNNELS: ${t.openTunnels}`,
+    `LAST ERROR: ${cell(lastError(t.lastError))}\n`,
+  ];
+}
+
 export function renderTenant(s: TenantStatus): string {
   const t = s.tenant;
-  const agents =
-    t.agents.length === 0
-      ? "No agent connected to the instances that answered.\n"
-      : table(
-          [
-            "AGENT",
-            "INSTANCE",
-            "REMOTE ADDRESS",
-            "TRANSPORT",
-            "VERSION",
-            "CONNECTED SINCE",
-            "LAST SEEN",
-            "RESPONSIVE",
-            "LOAD",
-          ],
-          t.agents.map((a) => [
-            a.agentId,
-            a.instance,
-            a.remoteAddress,
-            a.transport,
-            a.agentVersion ?? "unknown",
-            a.connectedSince,
-            a.lastSeen,
-            a.responsive ? "yes" : "no",
-            a.load,
-          ]),
-        );
   const credentials =
     t.credentials.length === 0
       ? "No credential used on the instances that answered since they started.\n"
@@ -151,11 +159,8 @@ export function renderTenant(s: TenantStatus): string {
         );
   return [
     `Tenant ${cell(t.tenant)}. ${header(s)}`,
-    `AGENTS\n${agents}`,
-    `RECENT DIALS (last ${t.recent.windowMinutes} minutes): ${cell(counts(t.recent.dials))}`,
-    `FAILURES BY REASON: ${cell(counts(t.recent.failures))}`,
-    `OPEN TUNNELS: ${t.openTunnels}`,
-    `LAST ERROR: ${cell(lastError(t.lastError))}\n`,
+    `AGENTS\n${agentsTable(t)}`,
+    ...activityLines(t),
     `CREDENTIALS\n${credentials}`,
     `INSTANCES\n${instancesTable(s.instances)}`,
   ].join("\n");

@@ -5,6 +5,7 @@ import { MAX_ROTATION_GRACE_MS } from "../../tenancy/limits.js";
 import { CREDENTIAL_KINDS, type CredentialKind } from "../../tenancy/model.js";
 import { type QuotaName, validateQuotas } from "../../tenancy/quotas.js";
 import { checkTenantId } from "../../tenancy/tenant-id.js";
+import { parseAdminUrl } from "../status/admin-url.js";
 import { parseSubcommand } from "../subcommand.js";
 import { policyChange } from "./policy-change.js";
 import { TENANT_FLAGS } from "./tenant-flags.js";
@@ -72,7 +73,12 @@ const SUBCOMMANDS: Record<
     flags: ["display-name", "caller-token", "bundle", "allow-loopback", "allow-link-local", ...BUNDLE_FLAGS],
   },
   list: { args: [], summary: "list tenants (no secrets)", flags: ["all"] },
-  show: { args: ["TENANT"], summary: "show a tenant and its credentials (no secrets)", flags: [] },
+  show: {
+    args: ["TENANT"],
+    summary:
+      "show a tenant and its credentials (no secrets); with --admin-url, also its live state: agents, tunnels, recent failures, each credential's last use",
+    flags: ["admin-url"],
+  },
   rotate: {
     args: ["TENANT"],
     summary:
@@ -150,7 +156,8 @@ export type TenantCommand =
       egress: EgressPolicy | null;
     })
   | (Common & { name: "list"; all: boolean })
-  | (Common & { name: "show"; tenantId: string })
+  /** `adminUrl`: where to ask for the live state (--admin-url or KGW_ADMIN_URL); null: store only. */
+  | (Common & { name: "show"; tenantId: string; adminUrl: string | null })
   | (Common & {
       name: "rotate";
       tenantId: string;
@@ -234,7 +241,12 @@ export function parseTenantCommand(
     case "list":
       return ok({ ...common, name, all: f.all });
     case "show":
-      return ok({ ...common, name, tenantId: tenantId() });
+      return ok({
+        ...common,
+        name,
+        tenantId: tenantId(),
+        adminUrl: f["admin-url"] === "" ? null : parseAdminUrl(f["admin-url"]),
+      });
     case "delete":
       return ok({ ...common, name, tenantId: tenantId(), yes: f.yes });
     case "revoke":

@@ -116,7 +116,16 @@ export function tenantTable(records: readonly TenantRecord[], now: Date): string
   );
 }
 
-export function tenantDetails(record: TenantRecord, now: Date): string {
+/**
+ * `kgw tenant show`: the tenant, then every credential and install link. With `lastUsed` (the
+ * live state was asked for), a LAST USED column: when each credential last authenticated on an
+ * instance that answered, or "-".
+ */
+export function tenantDetails(
+  record: TenantRecord,
+  now: Date,
+  lastUsed?: (c: PublicCredential) => string | null,
+): string {
   const view = publicTenant(record, now);
   const head = [
     `tenant ${view.id} (${view.displayName}): ${view.state}, version ${view.version}`,
@@ -124,12 +133,14 @@ export function tenantDetails(record: TenantRecord, now: Date): string {
   ];
   if (view.credentials.length === 0 && view.installTokens.length === 0)
     return `${head.join("\n")}\nno credentials\n`;
+  const used = (c: PublicCredential | null) => (lastUsed ? [(c && lastUsed(c)) ?? "-"] : []);
   const rows = view.credentials.map((c) => [
     c.kind,
     c.id,
     c.status,
     c.createdAt,
     c.revokedAt ?? c.expiresAt ?? c.notAfter ?? "-",
+    ...used(c),
   ]);
   for (const t of view.installTokens) {
     const ends = t.revokedAt ?? (t.status === "used" ? t.usedAt : null) ?? t.expiresAt;
@@ -139,9 +150,11 @@ export function tenantDetails(record: TenantRecord, now: Date): string {
       t.status,
       t.createdAt,
       ends!,
+      ...used(null),
     ]);
   }
-  return `${head.join("\n")}\n\n${table(["KIND", "ID", "STATUS", "CREATED", "ENDS"], rows)}`;
+  const columns = ["KIND", "ID", "STATUS", "CREATED", "ENDS", ...(lastUsed ? ["LAST USED"] : [])];
+  return `${head.join("\n")}\n\n${table(columns, rows)}`;
 }
 
 function table(header: string[], rows: string[][]): string {

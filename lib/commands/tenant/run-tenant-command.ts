@@ -11,7 +11,6 @@ import { ConfigError, GatewayError } from "../../errors.js";
 import { writeAgentBundle } from "../../tenancy/bundle/agent-bundle.js";
 import { type WrittenBundle, writeCallerBundle } from "../../tenancy/bundle/caller-bundle.js";
 import { openDynamoTenantStore } from "../../tenancy/dynamo-store/dynamo-tenant-store.js";
-import { TenantNotFoundError } from "../../tenancy/errors.js";
 import { openFileTenantStore } from "../../tenancy/file-store/file-tenant-store.js";
 import { issueInstallToken } from "../../tenancy/install/store-operations.js";
 import { InvalidManifestInputError } from "../../tenancy/manifest/errors.js";
@@ -47,9 +46,9 @@ import {
   publicTenant,
   quotaText,
   rotatedText,
-  tenantDetails,
   tenantTable,
 } from "./render.js";
+import { showTenant } from "./show-tenant.js";
 
 export interface TenantCliIo {
   out(text: string): void;
@@ -178,12 +177,8 @@ async function execute(command: TenantCommand, store: TenantStore, io: Io): Prom
       );
       return 0;
     }
-    case "show": {
-      const record = await store.get(command.tenantId);
-      if (!record) throw new TenantNotFoundError(`tenant ${command.tenantId}`);
-      print({ tenant: publicTenant(record, io.now()) }, () => tenantDetails(record, io.now()));
-      return 0;
-    }
+    case "show":
+      return showTenant(command, store, io);
     case "rotate": {
       if (command.credential === "caller-certificate") {
         const options = await loadBundleOptions(command.bundle!, io.now);

@@ -3,6 +3,7 @@ import { DEFAULT_INSTALL_TOKEN_TTL_MS } from "../../tenancy/install/install-toke
 import { DEFAULT_CERT_VALIDITY_MS, DEFAULT_ROTATION_GRACE_MS } from "../../tenancy/limits.js";
 import { DEFAULT_KGW_AGENT_IMAGE, DEFAULT_UPSTREAM_AGENT_IMAGE } from "../../tenancy/manifest/images.js";
 import { DEFAULT_NAMESPACE, DEFAULT_REPLICAS } from "../../tenancy/manifest/input.js";
+import { ADMIN_URL_ENV, ADMIN_URL_FLAG } from "../status/admin-url.js";
 
 /** Where the bundle is mounted on control-plane nodes unless told otherwise. */
 export const DEFAULT_MOUNT_DIR = "/etc/kubernetes/kgw";
@@ -45,6 +46,12 @@ export const TENANT_FLAGS = defineFlags({
   },
   bundle: { kind: "bool", default: true, help: "create: also issue and write the caller bundle." },
   all: { kind: "bool", default: false, help: "list: include deleted tenants." },
+  [ADMIN_URL_FLAG]: {
+    kind: "string",
+    default: "",
+    help: "show: any gateway instance's admin address (http://host:8133): adds the tenant's live state across the fleet (agents, tunnels, recent failures, last error, each credential's last use).",
+    env: ADMIN_URL_ENV,
+  },
   credential: {
     kind: "string",
     default: "agent-token",

@@ -12,9 +12,11 @@ import type { FleetMembership } from "../routing.js";
 import { CredentialUseBook } from "./credential-use.js";
 import { type InstanceAnswer, tenantDetail } from "./fleet-status.js";
 import { type LocalStatusSource, localSlice } from "./local-status.js";
+import { statusPageRoutes } from "./page/page-routes.js";
 import { type SelfStatus, selfStatusOf } from "./self-status-response.js";
 import { createSelfStatusRoute, type GetRoute, gatewayGetRoutes } from "./self-status-route.js";
 import type { InstanceSlice } from "./status-model.js";
+import { statusReader } from "./status-reader.js";
 import { statusRoutes } from "./status-routes.js";
 import { TenantActivity } from "./tenant-activity.js";
 
@@ -76,14 +78,15 @@ export class GatewayStatus {
   /** This instance's slice (only `tenant`'s part, when given): what a peer asking is sent. */
   readonly local = (tenant?: string): InstanceSlice => localSlice(this.source, tenant);
 
-  /** The admin port's `/status` and `/status/tenants/<id>`. */
+  /** The admin port's JSON (`/status`, `/status/tenants/<id>`) and page (`/ui`, `/ui/tenants/<id>`). */
   adminRoutes(): Routes {
-    return statusRoutes({
+    const read = statusReader({
       instance: this.instance,
       local: this.local,
       ...(this.fleet ? { fleet: this.fleet } : {}),
       now: this.now,
     });
+    return { ...statusRoutes(read), ...statusPageRoutes(read) };
   }
 
   /** A tenant's own status across the fleet (`GET /v1/status` on the gateway port). */
