@@ -81,6 +81,7 @@ export class ServiceStack extends Stack {
       service: this.gateway.service,
       loadBalancer: this.loadBalancer.loadBalancer,
       gatewayTargetGroup: this.loadBalancer.gatewayTargetGroup,
+      availabilityZones: this.loadBalancer.availabilityZones,
       minCount: config.desiredCount,
       maxCount: config.maxCount,
       cpuTargetPercent: config.cpuTargetPercent,

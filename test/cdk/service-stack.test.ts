@@ -266,14 +266,22 @@ describe("the service stack: scaling, logs and alarms", () => {
         CustomizedMetricSpecification: {
           Metrics: [
             Match.objectLike({
-              Id: "flows",
+              Id: "flows0",
+              MetricStat: Match.objectLike({ Metric: Match.objectLike({ MetricName: "ActiveFlowCount" }) }),
+            }),
+            Match.objectLike({
+              Id: "flows1",
               MetricStat: Match.objectLike({ Metric: Match.objectLike({ MetricName: "ActiveFlowCount" }) }),
             }),
             Match.objectLike({
               Id: "tasks",
               MetricStat: Match.objectLike({ Metric: Match.objectLike({ MetricName: "HealthyHostCount" }) }),
             }),
-            Match.objectLike({ Id: "flowsPerTask", Expression: "flows / tasks", ReturnData: true }),
+            Match.objectLike({
+              Id: "flowsPerTask",
+              Expression: "(flows0 + flows1) / tasks",
+              ReturnData: true,
+            }),
           ],
         },
       }),
