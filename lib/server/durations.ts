@@ -288,3 +288,9 @@ export const STATUS_GONE_REMEMBER_MS = 10 * 60_000;
 export const SELF_STATUS_ANSWER_TIMEOUT_MS = 5_000;
 /** After that answer, how long a client may take to read it and close before it is cut off. */
 export const SELF_STATUS_LINGER_MS = 5_000;
+
+/**
+ * How long the last metrics set for CloudWatch (lib/server/metrics-emf.ts) may take to reach
+ * stdout at shutdown: a few KiB; past this the log router is stuck and waiting helps nobody.
+ */
+export const EMF_CLOSE_TIMEOUT_MS = 2_000;
