@@ -211,7 +211,7 @@ describe("the metrics for CloudWatch (EMF)", () => {
     expect(new Set(names).size).toBe(150);
   });
 
-  it("runs one set per interval on its timer; stop writes the last set and leaves no timer", async () => {
+  it("runs one set per interval on its timer; stop writes the last counters and leaves no timer", async () => {
     const m = new ServerMetrics();
     const h = harness(m.registry);
     h.publisher.start();
@@ -226,7 +226,11 @@ describe("the metrics for CloudWatch (EMF)", () => {
     await h.publisher.stop();
     expect(h.timers[1]!.cancelled).toBe(true);
     expect(h.timers).toHaveLength(2);
-    expect(instanceDoc(h.take()).doc).toMatchObject({ Dials: 1, FailedDials: 1 });
+    const last = instanceDoc(h.take());
+    expect(last.doc).toMatchObject({ Dials: 1, FailedDials: 1 });
+    // Counters only: a stopping instance's zero agents and released lease are not news.
+    expect(last.sets.has("Agents")).toBe(false);
+    expect(last.doc.Agents).toBeUndefined();
   });
 
   it("counts and logs a set it cannot read, and tries again at the next interval", async () => {

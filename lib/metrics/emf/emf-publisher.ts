@@ -59,18 +59,23 @@ export class EmfPublisher {
     this.timer = this.deps.schedule(() => this.tick(), this.intervalMs);
   }
 
-  /** Stops the timer and writes a last set: what the instance counted since the previous one. */
+  /**
+   * Stops the timer and writes a last set of counters: what the instance counted since the
+   * previous set. No gauges: a stopping instance has let its agents, tunnels and lease go, and
+   * those zeros would read as an instance without its lease (LeaseHeld's fleet Minimum) in every
+   * rolling deployment.
+   */
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     this.timer?.cancel();
     this.timer = null;
     await this.running;
-    await this.publish();
+    await this.publish({ countersOnly: true });
   }
 
   /** Reads the registry and writes one set of documents; failures are logged and counted. */
-  async publish(): Promise<void> {
+  async publish(opts: { countersOnly?: boolean } = {}): Promise<void> {
     try {
       const snapshot = new Map<string, Series>();
       for (const m of (await this.deps.registry.getMetricsAsJSON()) as MetricObjectWithValues<
@@ -80,7 +85,7 @@ export class EmfPublisher {
       }
       const timestamp = this.deps.now();
       const lines = [
-        ...instanceDocuments(this.ctx, timestamp, this.metricValues(snapshot)),
+        ...instanceDocuments(this.ctx, timestamp, this.metricValues(snapshot, opts.countersOnly ?? false)),
         ...breakdownDocuments(this.ctx, timestamp, this.breakdownValues(snapshot)),
       ];
       for (const l of lines) this.deps.write(l);
@@ -100,9 +105,10 @@ export class EmfPublisher {
     });
   }
 
-  private metricValues(snapshot: Map<string, Series>) {
+  private metricValues(snapshot: Map<string, Series>, countersOnly: boolean) {
     const out = [];
     for (const spec of Object.values(this.deps.metrics ?? GATEWAY_EMF_METRICS)) {
+      if (countersOnly && spec.kind !== "counter") continue;
       let total = 0;
       let present = false;
       for (const source of spec.sources) {
