@@ -70,7 +70,8 @@ export class GatewayLoadBalancer extends Construct {
       securityGroups: [props.securityGroup],
       vpcSubnets,
     });
-    this.availabilityZones = props.vpc.selectSubnets(vpcSubnets).availabilityZones;
+    // Once each: a zone with two public subnets still has one node (the NLB takes one subnet a zone).
+    this.availabilityZones = [...new Set(props.vpc.selectSubnets(vpcSubnets).availabilityZones)];
 
     let zone: route53.IHostedZone | undefined;
     if (props.certificate.kind === "hosted-zone") {
