@@ -18,6 +18,7 @@ import {
   breakdownDocuments,
   type EmfBreakdownValue,
   type EmfContext,
+  type EmfMetricValue,
   instanceDocuments,
 } from "./emf-document.js";
 
@@ -105,8 +106,8 @@ export class EmfPublisher {
     });
   }
 
-  private metricValues(snapshot: Map<string, Series>, countersOnly: boolean) {
-    const out = [];
+  private metricValues(snapshot: Map<string, Series>, countersOnly: boolean): EmfMetricValue[] {
+    const out: EmfMetricValue[] = [];
     for (const spec of Object.values(this.deps.metrics ?? GATEWAY_EMF_METRICS)) {
       if (countersOnly && spec.kind !== "counter") continue;
       let total = 0;
