@@ -3,6 +3,7 @@
  * Pure data, so tests read it as an operator would (test/cdk/gateway-command.test.ts).
  */
 import { SECRET_KEYS, type SecretKey } from "../../lib/deploy/secret-layout.js";
+import { EMF_INTERVAL_SECONDS } from "./gateway-metrics.js";
 import { GATEWAY_PORTS } from "./ports.js";
 
 /**
@@ -68,6 +69,8 @@ export function gatewayCommand(input: GatewayCommandInput): string[] {
     `--peer-ca-cert=${env(PEM_ENV.peerCa)}`,
     `--graceful-shutdown-timeout=${input.gracefulShutdownSeconds}s`,
     "--audit-log=-",
+    // Metrics as EMF documents on stdout; the log router sends them to CloudWatch (kgw.conf).
+    `--metrics-emf-interval=${EMF_INTERVAL_SECONDS}s`,
   ];
 }
 

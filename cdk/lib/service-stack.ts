@@ -3,6 +3,7 @@ import * as ecs from "aws-cdk-lib/aws-ecs";
 import * as logs from "aws-cdk-lib/aws-logs";
 import type { Construct } from "constructs";
 import { GatewayAlarms } from "./constructs/gateway-alarms.js";
+import { GatewayDashboard } from "./constructs/gateway-dashboard.js";
 import { GatewayLoadBalancer } from "./constructs/gateway-load-balancer.js";
 import { GatewayNetwork } from "./constructs/gateway-network.js";
 import { GatewayScaling } from "./constructs/gateway-scaling.js";
@@ -12,6 +13,12 @@ import { retentionDays } from "./log-retention.js";
 import { GATEWAY_PORTS, INSTALL_LISTENER_PORT } from "./ports.js";
 import type { StatefulStack } from "./stateful-stack.js";
 import { lifecycleTimings, tcpIdleTimeoutSeconds } from "./timing.js";
+
+/**
+ * The metrics documents are read once, by CloudWatch as they arrive; a week of them is for
+ * finding out why a metric looks wrong, not a history (the metrics keep theirs, 15 months).
+ */
+const METRICS_LOG_RETENTION = logs.RetentionDays.ONE_WEEK;
 
 export interface ServiceStackProps extends StackProps {
   config: DeployConfig;
@@ -29,6 +36,8 @@ export class ServiceStack extends Stack {
   readonly scaling: GatewayScaling;
   readonly alarms: GatewayAlarms;
   readonly opsLogGroup: logs.LogGroup;
+  readonly metricsLogGroup: logs.LogGroup;
+  readonly dashboard: GatewayDashboard;
 
   constructor(scope: Construct, id: string, props: ServiceStackProps) {
     super(scope, id, props);
@@ -49,6 +58,11 @@ export class ServiceStack extends Stack {
       retention: retentionDays(config.logRetentionDays),
       removalPolicy: RemovalPolicy.DESTROY,
     });
+    // The tasks' metrics documents; CloudWatch has extracted the metrics by the time they land.
+    this.metricsLogGroup = new logs.LogGroup(this, "MetricsLog", {
+      retention: METRICS_LOG_RETENTION,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
 
     this.gateway = new GatewayService(this, "Gateway", {
       cluster,
@@ -57,6 +71,7 @@ export class ServiceStack extends Stack {
       secrets: { gatewayTls: stateful.secrets.gatewayTls, peerTls: stateful.secrets.peerTls },
       opsLogGroup: this.opsLogGroup,
       auditLogGroup: stateful.auditLogGroup,
+      metricsLogGroup: this.metricsLogGroup,
       image: config.image,
       domainName: config.domainName,
       agentImage: config.agentImage,
@@ -81,6 +96,7 @@ export class ServiceStack extends Stack {
       service: this.gateway.service,
       loadBalancer: this.loadBalancer.loadBalancer,
       gatewayTargetGroup: this.loadBalancer.gatewayTargetGroup,
+      availabilityZones: this.loadBalancer.availabilityZones,
       minCount: config.desiredCount,
       maxCount: config.maxCount,
       cpuTargetPercent: config.cpuTargetPercent,
@@ -88,7 +104,8 @@ export class ServiceStack extends Stack {
     });
 
     this.alarms = new GatewayAlarms(this, "Alarms", {
-      auditLogGroup: stateful.auditLogGroup,
+      fleet: stateful.table.tableName,
+      metricsLogGroup: this.metricsLogGroup,
       loadBalancer: this.loadBalancer.loadBalancer,
       targetGroups: {
         Gateway: this.loadBalancer.gatewayTargetGroup,
@@ -97,6 +114,12 @@ export class ServiceStack extends Stack {
       table: stateful.table,
       minHealthyTasks: config.desiredCount,
       alarmTopicArn: config.alarmTopicArn,
+    });
+    this.dashboard = new GatewayDashboard(this, "Dashboard", {
+      fleet: stateful.table.tableName,
+      loadBalancer: this.loadBalancer.loadBalancer,
+      gatewayTargetGroup: this.loadBalancer.gatewayTargetGroup,
+      alarms: this.alarms.alarms,
     });
 
     new CfnOutput(this, "GatewayAddress", {

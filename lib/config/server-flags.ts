@@ -11,6 +11,7 @@ import { defineFlags, type FlagValues } from "./flags.js";
 import { FLEET_FLAGS } from "./fleet-options.js";
 import { INSTALL_FLAGS } from "./install-options.js";
 import { LOG_LEVEL_FLAG } from "./log-level.js";
+import { METRICS_EMF_FLAGS } from "./metrics-emf-options.js";
 import { PEER_FLAGS } from "./peer-options.js";
 import { PORTS_FILE_FLAG } from "./ports-file-flag.js";
 import { TENANCY_FLAGS } from "./server-tenancy-options.js";
@@ -170,6 +171,7 @@ export const SERVER_FLAGS = defineFlags({
     default: 1000,
     help: 'Tenants with their own label in the kgw_tenant_* metrics; the rest are counted as tenant="_other" (0: all of them).',
   },
+  ...METRICS_EMF_FLAGS,
   "log-level": LOG_LEVEL_FLAG,
   logtostderr: LOGTOSTDERR_FLAG,
   "ports-file": PORTS_FILE_FLAG,

@@ -11,6 +11,7 @@ import { formatHelp, parseFlags } from "./flags.js";
 import { type FleetConfig, parseFleet } from "./fleet-options.js";
 import type { InstallOptions } from "./install-options.js";
 import { type LogLevel, parseLogLevel } from "./log-level.js";
+import { type MetricsEmfOptions, parseMetricsEmf } from "./metrics-emf-options.js";
 import { type PeerOptions, parsePeer } from "./peer-options.js";
 import { SERVER_FLAGS } from "./server-flags.js";
 import { parseTenancy, type TenancyOptions } from "./server-tenancy-options.js";
@@ -71,6 +72,8 @@ export interface ServerOptions {
   auditLog: string | null;
   /** Tenants labelled by id in kgw_tenant_* metrics; beyond, tenant="_other". */
   tenantMetricsLimit: number;
+  /** Metrics as CloudWatch EMF documents on stdout (--metrics-emf-interval); null: off. */
+  metricsEmf: MetricsEmfOptions | null;
   /** Hosted mode (--tenant-store-dir); null for the single-tenant drop-in. */
   tenancy: TenancyOptions | null;
   /** The fleet peer port (lib/fleet/peer/); null: off (--peer-port=0). */
@@ -209,6 +212,7 @@ export function parseServerOptions(
       portsFile: f["ports-file"] || null,
       auditLog: f["audit-log"] || null,
       tenantMetricsLimit: f["tenant-metrics-limit"],
+      metricsEmf: parseMetricsEmf(f, f["registry-table"]),
       tenancy,
       peer: parsePeer(f),
       fleet: parseFleet(f, f["peer-port"]),

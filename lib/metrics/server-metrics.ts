@@ -283,6 +283,12 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  readonly emfErrors = new Counter({
+    name: "kgw_server_metrics_emf_errors_total",
+    help: "Metric sets for CloudWatch (--metrics-emf-interval) that could not be read or written, or were dropped because stdout fell behind.",
+    registers: [this.registry],
+  });
+
   /** Sets what refreshes kgw_server_peer_failing and _links before each read (lib/fleet/peer/peer-links.ts). */
   onPeerCollect(collect: () => void): void {
     this.peerCollect = collect;

@@ -294,3 +294,9 @@ export const SELF_STATUS_LINGER_MS = 5_000;
  * wall screen asks the fleet (each peer over its link) a few times a minute, not every second.
  */
 export const STATUS_PAGE_REFRESH_SECONDS = 10;
+
+/**
+ * How long the last metrics set for CloudWatch (lib/server/metrics-emf.ts) may take to reach
+ * stdout at shutdown: a few KiB; past this the log router is stuck and waiting helps nobody.
+ */
+export const EMF_CLOSE_TIMEOUT_MS = 2_000;

@@ -11,6 +11,7 @@ import { createLogger } from "../../lib/observability/logger.js";
 import { clearPortsFile, writePortsFile } from "../../lib/observability/ports-file.js";
 import { AUDIT_STDOUT, type AuditLog, openAuditLog } from "../../lib/server/audit/audit-log.js";
 import { Gateway } from "../../lib/server/gateway.js";
+import { type MetricsEmf, startMetricsEmf } from "../../lib/server/metrics-emf.js";
 import { openPolicy } from "../../lib/server/policy/open-policy.js";
 import { checkNodeInternals } from "../../lib/transport/node-internals.js";
 
@@ -34,6 +35,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   let gateway: Gateway;
   let audit: AuditLog | undefined;
   let hosted: HostedParts | undefined;
+  let emf: MetricsEmf | undefined;
   // A signal that arrives while the gateway starts (it logs "listening" before start returns)
   // is kept and acted on once it has started, instead of Node's default of exiting at once.
   let early: string | null = null;
@@ -77,6 +79,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
       routing,
     });
     if (portsFile) await writePortsFile(portsFile, boundPorts(gateway.addresses)).catch(closeOn(gateway));
+    const emfOptions = parsed.options.metricsEmf;
+    if (emfOptions) emf = startMetricsEmf(emfOptions, parsed.options.serverId, { metrics, log });
   } catch (err) {
     dropEarly();
     await hosted?.fleet.stop(0);
@@ -86,6 +90,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     return 1;
   }
   const stopped = async (code: number) => {
+    // After the gateway: the last set counts the drain's dials.
+    await emf?.stop();
     hosted?.client.destroy();
     if (portsFile) await clearPortsFile(portsFile).catch(() => {});
     return code;

@@ -1,53 +1,123 @@
 import { readFileSync } from "node:fs";
+import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { REPO_ROOT } from "../../cdk/lib/constructs/gateway-service.js";
+import { EmfPublisher } from "../../lib/metrics/emf/emf-publisher.js";
+import { ServerMetrics } from "../../lib/metrics/server-metrics.js";
+import { createLogger, silentLogger } from "../../lib/observability/logger.js";
+import { buildDialRecord } from "../../lib/server/audit/audit-record.js";
+import { confSections, confValues, fluentBitTime, routeLine, routerParser } from "../helpers/log-router.js";
 
-const conf = readFileSync(`${REPO_ROOT}/cdk/log-router/kgw.conf`, "utf8");
 const dockerfile = readFileSync(`${REPO_ROOT}/cdk/log-router/Dockerfile`, "utf8");
 
-/** [FILTER]/[OUTPUT] sections as key → value maps, in order. */
-function sections(text: string): { name: string; keys: [string, string][] }[] {
-  const out: { name: string; keys: [string, string][] }[] = [];
-  for (const line of text.split("\n")) {
-    const t = line.trim();
-    if (t === "" || t.startsWith("#")) continue;
-    const header = /^\[(\w+)\]$/.exec(t);
-    if (header) out.push({ name: header[1]!, keys: [] });
-    else {
-      const [k, ...v] = t.split(/\s+/);
-      out.at(-1)!.keys.push([k!, v.join(" ")]);
-    }
-  }
-  return out;
+/** Lines as the gateway writes them: its logger, an audit record, a metrics document. */
+async function gatewayLines(): Promise<{ log: string[]; audit: string; metrics: string[] }> {
+  const log: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      log.push(...chunk.toString().split("\n").filter(Boolean));
+      done();
+    },
+  });
+  const logger = createLogger({ name: "kgw-server", level: "info", destination: sink });
+  logger.info({ port: 8132 }, "listening");
+  logger.warn({ tenant: "acme", credentialId: "token:abc" }, "dial refused");
+  const audit = JSON.stringify(
+    buildDialRecord({
+      endedAt: Date.now(),
+      dialId: "d-1",
+      caller: { tenant: "acme", principal: "token:abc", listener: "gateway" },
+      frontend: "connect",
+      instance: "gw-1",
+      owner: null,
+      agentId: null,
+      destination: "10.0.0.1:10250",
+      outcome: "unavailable",
+      code: "ERR_NO_AGENT",
+      bytesFromCaller: 0,
+      bytesToCaller: 0,
+      dialMs: 1,
+      durationMs: 1,
+    }),
+  );
+  const metrics: string[] = [];
+  const m = new ServerMetrics();
+  m.tenantDials.inc({ tenant: "acme", outcome: "unavailable" });
+  await new EmfPublisher({ namespace: "kgw", fleet: "t", instance: "gw-1" }, 60_000, {
+    registry: m.registry,
+    write: (l) => metrics.push(l),
+    now: Date.now,
+    schedule: () => ({ cancel: () => {} }),
+    log: silentLogger(),
+    onError: () => {},
+  }).publish();
+  return { log, audit, metrics };
 }
 
 describe("the FireLens log router's configuration", () => {
-  const s = sections(conf);
-  const get = (i: number, key: string) => s[i]!.keys.filter(([k]) => k === key).map(([, v]) => v);
-
-  it("parses each gateway line as JSON, then moves stderr and pino records (level) to ops", () => {
-    expect(s.map((x) => x.name)).toEqual(["SERVICE", "FILTER", "FILTER", "OUTPUT", "OUTPUT"]);
-    expect(get(1, "Name")).toEqual(["parser"]);
-    expect(get(1, "Parser")).toEqual(["json"]);
-    expect(get(2, "Name")).toEqual(["rewrite_tag"]);
-    expect(get(2, "Rule")).toEqual(["$source ^stderr$ ops.$TAG false", "$level ^.+$ ops.$TAG false"]);
-  });
-
-  it("writes ops and audit to the log groups the task definition names, creating none", () => {
-    expect(get(3, "Match")).toEqual(["ops.*"]);
-    expect(get(3, "log_group_name")).toEqual([`\${KGW_OPS_LOG_GROUP}`]);
-    expect(get(4, "Match")).toEqual(["gateway-firelens-*"]);
-    expect(get(4, "log_group_name")).toEqual([`\${KGW_AUDIT_LOG_GROUP}`]);
-    for (const i of [3, 4]) {
-      expect(get(i, "Name")).toEqual(["cloudwatch_logs"]);
-      expect(get(i, "auto_create_group")).toEqual(["false"]);
+  it("reads the gateway's ISO 8601 times with its own parser, to the millisecond", async () => {
+    const parser = routerParser("kgw_json");
+    expect(parser).toEqual({
+      format: "json",
+      timeKey: "time",
+      timeFormat: "%Y-%m-%dT%H:%M:%S.%L%z",
+      timeKeep: true,
+    });
+    const { log, audit } = await gatewayLines();
+    for (const line of [...log, audit]) {
+      const time = JSON.parse(line).time as string;
+      expect(time).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      expect(fluentBitTime(time, parser.timeFormat)).toBe(Date.parse(time));
     }
+    // Offsets other than Z are read as Fluent Bit reads them.
+    expect(fluentBitTime("2026-12-05T23:55:22.123+02:00", parser.timeFormat)).toBe(
+      Date.parse("2026-12-05T21:55:22.123Z"),
+    );
   });
 
-  it("is baked into a pinned AWS for Fluent Bit image", () => {
+  it("no longer uses the stock json parser, whose Apache time format rejects every gateway line", async () => {
+    const { log } = await gatewayLines();
+    // aws-for-fluent-bit's /fluent-bit/parsers/parsers.conf: [PARSER] json, Time_Format below.
+    expect(fluentBitTime(JSON.parse(log[0]!).time, "%d/%b/%Y:%H:%M:%S %z")).toBeNull();
+    const filter = confSections("kgw.conf").find((s) => confValues(s, "Name")[0] === "parser")!;
+    expect(confValues(filter, "Parser")).toEqual(["kgw_json"]);
+  });
+
+  it("routes log lines to ops, metrics documents to the EMF group, audit records to the audit group", async () => {
+    const { log, audit, metrics } = await gatewayLines();
+    expect(metrics.length).toBeGreaterThan(0);
+    for (const line of log) {
+      const routed = routeLine(line);
+      expect(routed.logGroup).toBe(`\${KGW_OPS_LOG_GROUP}`);
+      // Kept as the gateway wrote it, stamped with its own time.
+      expect(routed.record.time).toBe(JSON.parse(line).time);
+      expect(routed.time).toBe(Date.parse(JSON.parse(line).time));
+    }
+    expect(routeLine("node: something went wrong", "stderr").logGroup).toBe(`\${KGW_OPS_LOG_GROUP}`);
+    expect(routeLine(audit).logGroup).toBe(`\${KGW_AUDIT_LOG_GROUP}`);
+    for (const line of metrics) expect(routeLine(line).logGroup).toBe(`\${KGW_METRICS_LOG_GROUP}`);
+  });
+
+  it("writes each stream to the log group the task definition names, creating none; metrics as json/emf", () => {
+    const outputs = confSections("kgw.conf").filter((s) => s.name === "OUTPUT");
+    expect(outputs.map((o) => confValues(o, "log_group_name")[0])).toEqual([
+      `\${KGW_OPS_LOG_GROUP}`,
+      `\${KGW_METRICS_LOG_GROUP}`,
+      `\${KGW_AUDIT_LOG_GROUP}`,
+    ]);
+    for (const o of outputs) {
+      expect(confValues(o, "Name")).toEqual(["cloudwatch_logs"]);
+      expect(confValues(o, "auto_create_group")).toEqual(["false"]);
+    }
+    expect(outputs.map((o) => confValues(o, "log_format"))).toEqual([[], ["json/emf"], []]);
+  });
+
+  it("is baked, with its parsers, into a pinned AWS for Fluent Bit image", () => {
     expect(dockerfile).toMatch(
       /^FROM public\.ecr\.aws\/aws-observability\/aws-for-fluent-bit:\d+\.\d+\.\d+/m,
     );
-    expect(dockerfile).toContain("COPY kgw.conf /fluent-bit/etc/kgw.conf");
+    expect(dockerfile).toContain("COPY kgw.conf kgw-parsers.conf /fluent-bit/etc/");
+    const service = confSections("kgw.conf").find((s) => s.name === "SERVICE")!;
+    expect(confValues(service, "Parsers_File")).toEqual(["/fluent-bit/etc/kgw-parsers.conf"]);
   });
 });

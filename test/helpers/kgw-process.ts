@@ -13,7 +13,10 @@ const ENTRY = fileURLToPath(new URL("./kgw-entry.ts", import.meta.url));
 
 export interface KgwProcess {
   child: ChildProcess;
+  /** stdout and stderr, as they came. */
   output: string[];
+  /** stdout alone. */
+  stdout: string[];
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
@@ -23,12 +26,16 @@ export function spawnKgw(args: string[], env: Record<string, string> = {}): KgwP
     stdio: ["ignore", "pipe", "pipe"],
   });
   const output: string[] = [];
-  child.stdout!.on("data", (d: Buffer) => output.push(d.toString()));
+  const stdout: string[] = [];
+  child.stdout!.on("data", (d: Buffer) => {
+    output.push(d.toString());
+    stdout.push(d.toString());
+  });
   child.stderr!.on("data", (d: Buffer) => output.push(d.toString()));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once("exit", (code, signal) => resolve({ code, signal })),
   );
-  return { child, output, exited };
+  return { child, output, stdout, exited };
 }
 
 export interface AnnouncingKgwProcess extends KgwProcess {

@@ -3,25 +3,17 @@ import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as actions from "aws-cdk-lib/aws-cloudwatch-actions";
 import type * as dynamodb from "aws-cdk-lib/aws-dynamodb";
 import type * as elbv2 from "aws-cdk-lib/aws-elasticloadbalancingv2";
-import * as logs from "aws-cdk-lib/aws-logs";
+import type * as logs from "aws-cdk-lib/aws-logs";
 import * as sns from "aws-cdk-lib/aws-sns";
 import { Construct } from "constructs";
-import type { DialOutcome } from "../../../lib/server/audit/audit-record.js";
-
-/** The namespace of the metrics the stack derives from the gateway's audit log. */
-export const METRIC_NAMESPACE = "kgw";
-
-/**
- * Outcomes that say the gateway (or the fleet's routing) failed a dial: nothing reached an
- * agent that should have (unavailable), no answer in time (timeout), a tunnel that broke after it
- * was up (broken: agents lost mid-tunnel, a deployment that dropped tunnels) or an internal
- * error (failed). Left out: refused (the destination refused; the tenant's backend), denied
- * (policy and quota did their job) and cancelled (the caller gave up).
- */
-export const FAILED_DIAL_OUTCOMES: readonly DialOutcome[] = ["unavailable", "timeout", "broken", "failed"];
+import { FAILED_DIAL_OUTCOMES } from "../../../lib/metrics/emf/emf-catalog.js";
+import { fleetMetric, GATEWAY_EMF_METRICS } from "../gateway-metrics.js";
 
 export interface GatewayAlarmsProps {
-  auditLogGroup: logs.ILogGroup;
+  /** The Fleet dimension of the gateway's metrics: its registry table's name. */
+  fleet: string;
+  /** Where the tasks' metrics documents go (CloudWatch reports the ones it rejects). */
+  metricsLogGroup: logs.ILogGroup;
   loadBalancer: elbv2.NetworkLoadBalancer;
   targetGroups: Record<string, elbv2.NetworkTargetGroup>;
   table: dynamodb.ITableV2;
@@ -31,11 +23,10 @@ export interface GatewayAlarmsProps {
 }
 
 /**
- * The alarms of a deployment, each one cheap ($0.10 a month) and each naming what to look at.
- *
- * Dial failures come from the audit log through CloudWatch Logs metric filters: the audit
- * stream is already in CloudWatch, so this needs no metrics exporter in the task (no ADOT
- * collector, no EMF) and counts exactly the dials tenants made.
+ * The alarms of a deployment, each one cheap ($0.10 a month per metric it reads) and each naming
+ * what to look at: the load balancer's and DynamoDB's own metrics, and the gateway's (written by
+ * the tasks as embedded metric format documents, lib/metrics/emf/; fleet-wide, so an alarm does
+ * not depend on which tasks exist).
  */
 export class GatewayAlarms extends Construct {
   readonly alarms: cloudwatch.Alarm[] = [];
@@ -82,25 +73,8 @@ export class GatewayAlarms extends Construct {
       }),
     );
 
-    // One record per dial; the JSON fields are the audit record's (lib/server/audit/audit-record.ts).
-    const dials = new logs.MetricFilter(this, "DialsFilter", {
-      logGroup: props.auditLogGroup,
-      metricNamespace: METRIC_NAMESPACE,
-      metricName: "Dials",
-      filterPattern: logs.FilterPattern.exists("$.outcome"),
-      metricValue: "1",
-      defaultValue: 0,
-    });
-    const failures = new logs.MetricFilter(this, "FailedDialsFilter", {
-      logGroup: props.auditLogGroup,
-      metricNamespace: METRIC_NAMESPACE,
-      metricName: "FailedDials",
-      filterPattern: logs.FilterPattern.any(
-        ...FAILED_DIAL_OUTCOMES.map((o) => logs.FilterPattern.stringValue("$.outcome", "=", o)),
-      ),
-      metricValue: "1",
-      defaultValue: 0,
-    });
+    const emf = (spec: Parameters<typeof fleetMetric>[0], statistic: string, period: Duration) =>
+      fleetMetric(spec, props.fleet, { statistic, period });
     const period = Duration.minutes(5);
     add(
       new cloudwatch.Alarm(this, "DialFailures", {
@@ -108,8 +82,8 @@ export class GatewayAlarms extends Construct {
         metric: new cloudwatch.MathExpression({
           expression: "IF(dials >= 20, 100 * failed / dials, 0)",
           usingMetrics: {
-            dials: dials.metric({ statistic: "Sum", period }),
-            failed: failures.metric({ statistic: "Sum", period }),
+            dials: emf(GATEWAY_EMF_METRICS.dials, "Sum", period),
+            failed: emf(GATEWAY_EMF_METRICS.failedDials, "Sum", period),
           },
           period,
           label: "failed dials (%)",
@@ -149,6 +123,93 @@ export class GatewayAlarms extends Construct {
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         evaluationPeriods: 5,
         datapointsToAlarm: 5,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+    );
+
+    const minute = Duration.minutes(1);
+    // The registry retries each call with backoff; what reaches this counter failed after them.
+    // Minutes in a row of it is DynamoDB unreachable or refusing: routing runs from cache, but
+    // leases expire and new agents are not found by other instances.
+    add(
+      new cloudwatch.Alarm(this, "RegistryErrors", {
+        alarmDescription:
+          "kgw: registry (DynamoDB) calls failed after their retries in 5 consecutive minutes; see the ops log (component fleet) and the table's metrics",
+        metric: emf(GATEWAY_EMF_METRICS.registryErrors, "Sum", minute),
+        threshold: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        evaluationPeriods: 5,
+        datapointsToAlarm: 5,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+    );
+    // Minimum over the fleet's points: 0 as soon as one instance reports it holds no lease. Such
+    // an instance is not routed to by its peers, so its tenants' dials arriving elsewhere fail.
+    add(
+      new cloudwatch.Alarm(this, "LeaseNotHeld", {
+        alarmDescription:
+          "kgw: an instance has not held its registry lease for 5 minutes (its agents are unreachable from other instances); see its ops log stream",
+        metric: emf(GATEWAY_EMF_METRICS.leaseHeld, "Minimum", minute),
+        threshold: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+        evaluationPeriods: 5,
+        datapointsToAlarm: 5,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+    );
+    // The audit trail is a record of every dial: one lost record is worth a look.
+    add(
+      new cloudwatch.Alarm(this, "AuditRecordsDropped", {
+        alarmDescription:
+          "kgw: audit records were dropped because the audit log fell behind (stdout or the log router stalled); see the log router's stream in the ops log",
+        metric: emf(GATEWAY_EMF_METRICS.auditDropped, "Sum", period),
+        threshold: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        evaluationPeriods: 1,
+        datapointsToAlarm: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+    );
+    // Every task writes Dials (0 or more) once a minute; no point for 5 minutes means the metrics
+    // stopped reaching CloudWatch, and the alarms above went blind with them.
+    add(
+      new cloudwatch.Alarm(this, "MetricsMissing", {
+        alarmDescription:
+          "kgw: no metrics from any task for 5 minutes (tasks down, the log router failing, or documents rejected); the alarms on the gateway's metrics see nothing meanwhile",
+        metric: emf(GATEWAY_EMF_METRICS.dials, "SampleCount", minute),
+        threshold: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+        evaluationPeriods: 5,
+        datapointsToAlarm: 5,
+        treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+      }),
+    );
+    // CloudWatch Logs counts the documents it could not turn into metrics, by log group.
+    const logsMetric = (metricName: string) =>
+      new cloudwatch.Metric({
+        namespace: "AWS/Logs",
+        metricName,
+        dimensionsMap: { LogGroupName: props.metricsLogGroup.logGroupName },
+        statistic: "Sum",
+        period,
+      });
+    add(
+      new cloudwatch.Alarm(this, "MetricsRejected", {
+        alarmDescription:
+          "kgw: CloudWatch rejected metrics documents from the tasks (EMF parsing or validation errors); read the metrics log group",
+        metric: new cloudwatch.MathExpression({
+          expression: "parsing + validation",
+          usingMetrics: {
+            parsing: logsMetric("EMFParsingErrors"),
+            validation: logsMetric("EMFValidationErrors"),
+          },
+          period,
+          label: "rejected documents",
+        }),
+        threshold: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        evaluationPeriods: 1,
+        datapointsToAlarm: 1,
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }),
     );

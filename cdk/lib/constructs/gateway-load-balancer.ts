@@ -57,16 +57,21 @@ export class GatewayLoadBalancer extends Construct {
   readonly gatewayTargetGroup: elbv2.NetworkTargetGroup;
   readonly installTargetGroup: elbv2.NetworkTargetGroup;
   readonly certificate: acm.ICertificate;
+  /** Where the load balancer has its nodes: one per zone of its subnets. */
+  readonly availabilityZones: string[];
 
   constructor(scope: Construct, id: string, props: GatewayLoadBalancerProps) {
     super(scope, id);
+    const vpcSubnets = { subnetType: ec2.SubnetType.PUBLIC };
     this.loadBalancer = new elbv2.NetworkLoadBalancer(this, "Nlb", {
       vpc: props.vpc,
       internetFacing: true,
       crossZoneEnabled: true,
       securityGroups: [props.securityGroup],
-      vpcSubnets: { subnetType: ec2.SubnetType.PUBLIC },
+      vpcSubnets,
     });
+    // Once each: a zone with two public subnets still has one node (the NLB takes one subnet a zone).
+    this.availabilityZones = [...new Set(props.vpc.selectSubnets(vpcSubnets).availabilityZones)];
 
     let zone: route53.IHostedZone | undefined;
     if (props.certificate.kind === "hosted-zone") {

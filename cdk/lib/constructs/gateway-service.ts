@@ -35,6 +35,8 @@ export interface GatewayServiceProps {
   secrets: { gatewayTls: secretsmanager.ISecret; peerTls: secretsmanager.ISecret };
   opsLogGroup: logs.ILogGroup;
   auditLogGroup: logs.ILogGroup;
+  /** Where the gateway's metrics documents go; CloudWatch extracts the metrics there. */
+  metricsLogGroup: logs.ILogGroup;
   image: GatewayImageSource;
   domainName: string;
   agentImage: string;
@@ -86,6 +88,7 @@ export class GatewayService extends Construct {
         AWS_REGION: Stack.of(this).region,
         KGW_OPS_LOG_GROUP: props.opsLogGroup.logGroupName,
         KGW_AUDIT_LOG_GROUP: props.auditLogGroup.logGroupName,
+        KGW_METRICS_LOG_GROUP: props.metricsLogGroup.logGroupName,
       },
       // The router's own complaints go where an operator looks first.
       logging: ecs.LogDrivers.awsLogs({ logGroup: props.opsLogGroup, streamPrefix: "log-router" }),
@@ -141,10 +144,11 @@ export class GatewayService extends Construct {
       condition: ecs.ContainerDependencyCondition.START,
     });
 
-    // The task role: the table (registry and tenants) and writing its two log groups (the log
+    // The task role: the table (registry and tenants) and writing its three log groups (the log
     // router runs with the task role). Secrets are read by the execution role, at start only.
+    // No cloudwatch:PutMetricData: metrics reach CloudWatch as log events (EMF).
     props.registry.grantGateway(this.taskDefinition.taskRole);
-    for (const group of [props.opsLogGroup, props.auditLogGroup]) {
+    for (const group of [props.opsLogGroup, props.auditLogGroup, props.metricsLogGroup]) {
       group.grant(this.taskDefinition.taskRole, "logs:CreateLogStream", "logs:PutLogEvents");
     }
 
