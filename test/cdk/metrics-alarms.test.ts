@@ -109,7 +109,7 @@ describe("the gateway's metrics in the deployment", () => {
       tableName: "Kgw-Stateful-RegistryTable-ABC",
       domainName: "gateway.example.com",
       gracefulShutdownSeconds: 20,
-      agentImage: null,
+      agentImage: "ghcr.io/konnectivity-gateway/kgw:0.1.0",
     });
     expect(command).toContain("--metrics-emf-interval=60s");
     const parsed = parseServerOptions(command.slice(1), {});
