@@ -11,7 +11,7 @@
 
 import type { AddressInfo, Socket } from "node:net";
 import type { ServerOptions } from "../config/server-options.js";
-import { ShuttingDownError } from "../errors.js";
+import { DrainedError, type GatewayError, ShuttingDownError } from "../errors.js";
 import { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import { sourceKey } from "../transport/handshake-gate.js";
@@ -375,16 +375,18 @@ export class Gateway {
         if ((idle && settled) || Date.now() >= deadline) break;
         await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
       }
+      // What is still open is cut by the drain, not by its agent: audited as drained.
+      return this.close(new DrainedError(`the gateway's drain ended with the tunnel open`));
     }
     await this.close();
   }
 
-  /** Immediate stop: every tunnel, stream and socket is closed. Idempotent. */
-  close(): Promise<void> {
+  /** Immediate stop: every tunnel, stream and socket is closed, open tunnels with `cut`. Idempotent. */
+  close(cut: GatewayError = new ShuttingDownError()): Promise<void> {
     this.closed ??= (async () => {
       this.accepting = false;
       this.closing = true;
-      for (const session of [...this.registry.all()]) session.close();
+      for (const session of [...this.registry.all()]) session.close(cut);
       for (const session of this.frontendSessions) session.abort();
       await Promise.all([this.listeners.close(), ...this.httpServers.map((h) => h.close())]);
       await this.deps.fleet?.stop(FLEET_FLUSH_MS);

@@ -14,7 +14,7 @@ import { type ErrorCode, GatewayError } from "../../errors.js";
 import { refusalDetails } from "../../transport/refusal-details.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
 import type { DialContext, DialObserver } from "../core/dial-context.js";
-import { buildDialRecord, type DialOutcome, dialFailureOutcome } from "./audit-record.js";
+import { buildDialRecord, type DialOutcome, dialFailureOutcome, tunnelEndOutcome } from "./audit-record.js";
 import type { AuditSink } from "./audit-sink.js";
 import type { TenantMetrics, TenantSeries } from "./tenant-metrics.js";
 
@@ -116,7 +116,7 @@ export class DialTracker implements DialObserver, DialTracking {
       },
       onceWritable: (cb) => end.onceWritable(cb),
       closed: (err) => {
-        this.end(err ? "broken" : "ok", err?.code ?? null);
+        this.end(tunnelEndOutcome(err?.code ?? null), err?.code ?? null);
         end.closed(err);
       },
     };
