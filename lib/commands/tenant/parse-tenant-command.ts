@@ -101,6 +101,7 @@ const SUBCOMMANDS: Record<
       "print the agent's Kubernetes manifest (kubectl apply -f); mints a new agent token for it, since stored tokens are hashed and cannot be printed again (the other agent tokens stay valid)",
     flags: [
       "ca-cert",
+      "ca-secret",
       "server-ca-bundle",
       "gateway-address",
       "out",
@@ -273,7 +274,12 @@ export function parseTenantCommand(
       return ok({ ...common, name, tenantId: id, bundle: bundle(id) });
     }
     case "manifest":
-      return ok({ ...common, name, tenantId: tenantId(), manifest: manifestSettings(f) });
+      return ok({
+        ...common,
+        name,
+        tenantId: tenantId(),
+        manifest: manifestSettings(f, parsed.onCommandLine),
+      });
     case "install-token":
       return ok({ ...common, name, tenantId: tenantId(), install: installTokenSettings(f) });
     case "quota": {
