@@ -23,6 +23,8 @@ export interface LocalSecretsManager {
   create(name: string, value?: string): string;
   /** The current value, by name or ARN; undefined when there is no such secret. */
   value(id: string): string | undefined;
+  /** Every value it held, oldest first (the one it was created with included). */
+  history(id: string): readonly string[];
   /** From now on, every request for this secret is refused with AccessDeniedException. */
   deny(id: string): void;
   /** Requests by operation, to check what a command asked. */
@@ -35,6 +37,7 @@ interface Secret {
   arn: string;
   value: string;
   version: number;
+  history: string[];
   denied: boolean;
 }
 
@@ -78,6 +81,7 @@ export async function startLocalSecretsManager(): Promise<LocalSecretsManager> {
           if (typeof input.SecretString !== "string")
             return fail("InvalidParameterException", "no SecretString");
           secret.value = input.SecretString;
+          secret.history.push(secret.value);
           secret.version++;
           return answer(200, { ...ids, VersionId: `v${secret.version}`, VersionStages: ["AWSCURRENT"] });
         default:
@@ -98,10 +102,11 @@ export async function startLocalSecretsManager(): Promise<LocalSecretsManager> {
     },
     create(name, value = "{}") {
       const arn = `arn:aws:secretsmanager:${REGION}:${ACCOUNT}:secret:${name}-AbCdEf`;
-      secrets.set(name, { name, arn, value, version: 1, denied: false });
+      secrets.set(name, { name, arn, value, version: 1, history: [value], denied: false });
       return arn;
     },
     value: (id) => find(id)?.value,
+    history: (id) => find(id)?.history ?? [],
     deny(id) {
       const s = find(id);
       if (s) s.denied = true;
