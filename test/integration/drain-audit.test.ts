@@ -12,10 +12,18 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FAILED_DIAL_OUTCOMES } from "../../cdk/lib/constructs/gateway-alarms.js";
+import type { PeerLinks } from "../../lib/fleet/peer/peer-links.js";
 import type { DialAuditRecord } from "../../lib/server/audit/audit-record.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { connectThrough } from "../helpers/connect-client.js";
-import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { gatewayFlags, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import {
+  forwardEverything,
+  getPeerPki,
+  peerFlags,
+  startFleetGateway,
+  testPeerLinks,
+} from "../helpers/peer.js";
 import { getTestPki } from "../helpers/pki.js";
 import { activeResources, expectNoLeakedResources } from "../helpers/resources.js";
 
@@ -121,5 +129,51 @@ describe("a tunnel cut by a drain", () => {
     expect(records(auditFile)[0]).toMatchObject({ outcome: "broken", code: "ERR_AGENT_GONE" });
     socket.destroy();
     await t.gw.close();
+  });
+});
+
+describe("a forwarded tunnel cut by its owner's drain", () => {
+  it("is audited drained where the dial arrived (the owner says so in its CLOSE_RSP)", async () => {
+    const pki = await getTestPki();
+    const peer = await getPeerPki(pki);
+    const owner = await startFleetGateway([
+      ...gatewayFlags(pki),
+      ...peerFlags(pki, peer),
+      "--server-id=gw-owner",
+      "--graceful-shutdown-timeout=1s",
+    ]);
+    let links: PeerLinks | undefined;
+    const forwarder = await startFleetGateway([...gatewayFlags(pki), "--server-id=gw-forwarder"], {
+      directory: forwardEverything(
+        () => links!,
+        () => owner.instance!,
+      ),
+    });
+    links = testPeerLinks(pki, peer, { instanceId: "gw-forwarder", log: forwarder.log });
+    const { agent } = await startTestAgent(pki, owner.gw.addresses.agent.port);
+    await waitFor(() => owner.gw.ready && agent.ready, 10_000, "agent connected to the owner");
+
+    const tunnel = await connectThrough(
+      { kind: "tls", host: "127.0.0.1", port: forwarder.gw.addresses.frontend!.port, pki },
+      echoAddress,
+    );
+    expect(tunnel.status).toBe(200);
+    tunnel.socket.on("error", () => {});
+    expect(await echoed(tunnel.socket, "via the owner")).toBe("via the owner");
+
+    await owner.gw.shutdown();
+    await waitFor(() => forwarder.audit.length === 1, 5_000, "the forwarder's record of the tunnel");
+    expect(forwarder.audit[0]).toMatchObject({
+      instance: "gw-forwarder",
+      owner: "gw-owner",
+      outcome: "drained",
+      code: "ERR_DRAINED",
+    });
+    expect(owner.audit).toEqual([]); // the forwarder writes the one record of a forwarded dial
+
+    tunnel.socket.destroy();
+    await agent.stop();
+    await links.close();
+    await forwarder.gw.close();
   });
 });
