@@ -109,14 +109,11 @@ export function bundleSettings(f: Values, tenantId: string): BundleSettings {
  * is refused before a token is minted. It needs the CA bundle but not the CA key: it issues no
  * certificate.
  */
-export function manifestSettings(f: Values, onCommandLine: ReadonlySet<string>): ManifestSettings {
-  // A file on the command line, then the secret (also from $KGW_CA_SECRET, as the runbook sets
-  // it), then $KGW_CA_CERT: as for certificates, CA files left in the environment yield.
-  const caFlag = f["server-ca-bundle"]
-    ? "--server-ca-bundle"
-    : f["ca-secret"] && !onCommandLine.has("ca-cert")
-      ? "--ca-secret"
-      : "--ca-cert";
+export function manifestSettings(f: Values): ManifestSettings {
+  // --server-ca-bundle, then the secret's CA (also from $KGW_CA_SECRET, as the runbook exports
+  // it), then --ca-cert: as for certificates (parseTenantCommand clears the secret when CA files
+  // are on the command line).
+  const caFlag = f["server-ca-bundle"] ? "--server-ca-bundle" : f["ca-secret"] ? "--ca-secret" : "--ca-cert";
   const caBundle = f[caFlag.slice(2) as "server-ca-bundle" | "ca-secret" | "ca-cert"];
   if (!caBundle) {
     throw new ConfigError(
