@@ -99,8 +99,8 @@ export class Gateway {
   private readonly directory: AgentDirectory;
   private readonly tracking: DialTrackerDeps;
   private accepting = true;
-  /** Set once close() began: from then on a dial is refused (ShuttingDownError). */
-  private closing = false;
+  /** Set once close() began, to what cuts open tunnels; from then on a dial is refused. */
+  private closing: GatewayError | null = null;
   /**
    * Dials and tunnels open through this instance, whatever carries them: a tunnel to a local
    * agent is also in its session's load, but one that left over a peer link is only here.
@@ -147,8 +147,8 @@ export class Gateway {
       ...(deps.fleet ? { fleet: deps.fleet } : {}),
     });
     this.policy = this.status.observe(deps.policy);
-    const { activity } = this.status;
-    this.tracking = { sink: audit, tenants: this.tenantMetrics, instance: opts.serverId, activity };
+    const [activity, cutting] = [this.status.activity, () => this.closing];
+    this.tracking = { sink: audit, tenants: this.tenantMetrics, instance: opts.serverId, activity, cutting };
     // Agents connected before the fleet grew (or shrank) are told, as new ones would be.
     deps.fleet?.onServerCountChange((count) => {
       for (const session of this.registry.all()) session.announceServerCount(count);
@@ -385,7 +385,7 @@ export class Gateway {
   close(cut: GatewayError = new ShuttingDownError()): Promise<void> {
     this.closed ??= (async () => {
       this.accepting = false;
-      this.closing = true;
+      this.closing = cut;
       for (const session of [...this.registry.all()]) session.close(cut);
       for (const session of this.frontendSessions) session.abort();
       await Promise.all([this.listeners.close(), ...this.httpServers.map((h) => h.close())]);

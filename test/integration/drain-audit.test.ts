@@ -132,35 +132,53 @@ describe("a tunnel cut by a drain", () => {
   });
 });
 
-describe("a forwarded tunnel cut by its owner's drain", () => {
-  it("is audited drained where the dial arrived (the owner says so in its CLOSE_RSP)", async () => {
-    const pki = await getTestPki();
-    const peer = await getPeerPki(pki);
-    const owner = await startFleetGateway([
-      ...gatewayFlags(pki),
-      ...peerFlags(pki, peer),
-      "--server-id=gw-owner",
-      "--graceful-shutdown-timeout=1s",
-    ]);
-    let links: PeerLinks | undefined;
-    const forwarder = await startFleetGateway([...gatewayFlags(pki), "--server-id=gw-forwarder"], {
+/** An owner with the agent, a forwarding instance, and one tunnel through both. */
+async function forwardedTunnel() {
+  const pki = await getTestPki();
+  const peer = await getPeerPki(pki);
+  const drainFlags = ["--graceful-shutdown-timeout=1s"];
+  const owner = await startFleetGateway([
+    ...gatewayFlags(pki),
+    ...peerFlags(pki, peer),
+    "--server-id=gw-owner",
+    ...drainFlags,
+  ]);
+  let links: PeerLinks | undefined;
+  const forwarder = await startFleetGateway(
+    [...gatewayFlags(pki), "--server-id=gw-forwarder", ...drainFlags],
+    {
       directory: forwardEverything(
         () => links!,
         () => owner.instance!,
       ),
-    });
-    links = testPeerLinks(pki, peer, { instanceId: "gw-forwarder", log: forwarder.log });
-    const { agent } = await startTestAgent(pki, owner.gw.addresses.agent.port);
-    await waitFor(() => owner.gw.ready && agent.ready, 10_000, "agent connected to the owner");
+    },
+  );
+  links = testPeerLinks(pki, peer, { instanceId: "gw-forwarder", log: forwarder.log });
+  const { agent } = await startTestAgent(pki, owner.gw.addresses.agent.port);
+  await waitFor(() => owner.gw.ready && agent.ready, 10_000, "agent connected to the owner");
+  const tunnel = await connectThrough(
+    { kind: "tls", host: "127.0.0.1", port: forwarder.gw.addresses.frontend!.port, pki },
+    echoAddress,
+  );
+  expect(tunnel.status).toBe(200);
+  tunnel.socket.on("error", () => {});
+  expect(await echoed(tunnel.socket, "via the owner")).toBe("via the owner");
+  return {
+    owner,
+    forwarder,
+    async close() {
+      tunnel.socket.destroy();
+      await agent.stop();
+      await links!.close();
+      await forwarder.gw.close();
+      await owner.gw.close();
+    },
+  };
+}
 
-    const tunnel = await connectThrough(
-      { kind: "tls", host: "127.0.0.1", port: forwarder.gw.addresses.frontend!.port, pki },
-      echoAddress,
-    );
-    expect(tunnel.status).toBe(200);
-    tunnel.socket.on("error", () => {});
-    expect(await echoed(tunnel.socket, "via the owner")).toBe("via the owner");
-
+describe("a forwarded tunnel cut by a drain", () => {
+  it("its owner's: audited drained where the dial arrived (the owner says so in its CLOSE_RSP)", async () => {
+    const { owner, forwarder, close } = await forwardedTunnel();
     await owner.gw.shutdown();
     await waitFor(() => forwarder.audit.length === 1, 5_000, "the forwarder's record of the tunnel");
     expect(forwarder.audit[0]).toMatchObject({
@@ -170,10 +188,18 @@ describe("a forwarded tunnel cut by its owner's drain", () => {
       code: "ERR_DRAINED",
     });
     expect(owner.audit).toEqual([]); // the forwarder writes the one record of a forwarded dial
+    await close();
+  });
 
-    tunnel.socket.destroy();
-    await agent.stop();
-    await links.close();
-    await forwarder.gw.close();
+  it("the forwarding instance's own: drained, not the caller's clean close", async () => {
+    const { forwarder, close } = await forwardedTunnel();
+    await forwarder.gw.shutdown();
+    await waitFor(() => forwarder.audit.length === 1, 5_000, "the forwarder's record of the tunnel");
+    expect(forwarder.audit[0]).toMatchObject({
+      instance: "gw-forwarder",
+      outcome: "drained",
+      code: "ERR_DRAINED",
+    });
+    await close();
   });
 });
