@@ -8,7 +8,6 @@
  *  - policy/: authentication and authorization, injected;
  *  - audit/: the audit record of every dial (to an injected sink) and per-tenant metrics.
  */
-
 import type { AddressInfo, Socket } from "node:net";
 import type { ServerOptions } from "../config/server-options.js";
 import { DrainedError, type GatewayError, ShuttingDownError } from "../errors.js";
@@ -19,6 +18,7 @@ import type { RunningHttpServer } from "../transport/http-endpoints.js";
 import { listenTcp } from "../transport/listen.js";
 import { Pacer } from "../transport/pacer.js";
 import { RefusalThrottle } from "../transport/refusal-throttle.js";
+import { pollUntil } from "../util/poll-until.js";
 import { openAuditLog } from "./audit/audit-log.js";
 import { type AuditSink, discardAudit } from "./audit/audit-sink.js";
 import { DialTracker, type DialTrackerDeps, forwardedDial } from "./audit/dial-tracker.js";
@@ -28,6 +28,7 @@ import type { AgentDirectory, Dialer } from "./core/dial-context.js";
 import type { GrpcFrontendSession } from "./core/frontend-session.js";
 import { chooserFor } from "./core/proxy-strategies.js";
 import {
+  CUT_RECORDS_MS,
   DRAIN_POLL_MS,
   DRAIN_SETTLE_MS,
   IDLE_PROBES_PER_SECOND,
@@ -288,8 +289,7 @@ export class Gateway {
         log: deps.log,
         metrics,
       },
-      // Tenant mode: one port for every role (agent-listener.ts), a tenant's own status and the
-      // one-line install.
+      // Tenant mode: one port for every role (agent-listener.ts), own status, one-line install.
       opts.tenancy ? callers : undefined,
       opts.tenancy ? this.status.getRoutes(this.policy, deps.log, deps.policy.install) : undefined,
     );
@@ -391,7 +391,7 @@ export class Gateway {
       await Promise.all([this.listeners.close(), ...this.httpServers.map((h) => h.close())]);
       await this.deps.fleet?.stop(FLEET_FLUSH_MS);
       await this.deps.policy.close?.();
-      // Last: the sessions closed above wrote their tunnels' records.
+      await pollUntil(() => this.openDials === 0, CUT_RECORDS_MS); // every cut tunnel's record first
       await this.tracking.sink.close?.();
       this.deps.log.info("gateway stopped");
     })();

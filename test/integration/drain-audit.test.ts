@@ -194,7 +194,8 @@ describe("a forwarded tunnel cut by a drain", () => {
   it("the forwarding instance's own: drained, not the caller's clean close", async () => {
     const { forwarder, close } = await forwardedTunnel();
     await forwarder.gw.shutdown();
-    await waitFor(() => forwarder.audit.length === 1, 5_000, "the forwarder's record of the tunnel");
+    // Written before the stop ends (the audit log is closed then): a record after it is lost.
+    expect(forwarder.audit).toHaveLength(1);
     expect(forwarder.audit[0]).toMatchObject({
       instance: "gw-forwarder",
       outcome: "drained",
