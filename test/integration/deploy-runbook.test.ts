@@ -111,6 +111,18 @@ function run(
   });
 }
 
+/** Files holding a private key under `root`, the repository's linked files aside (the runbook's own). */
+function keysLeft(root: string, sub = ""): string[] {
+  const found: string[] = [];
+  for (const entry of readdirSync(path.join(root, sub), { withFileTypes: true })) {
+    const rel = path.join(sub, entry.name);
+    if (entry.isSymbolicLink() || rel === "cdk.out") continue;
+    if (entry.isDirectory()) found.push(...keysLeft(root, rel));
+    else if (readFileSync(path.join(root, rel), "utf8").includes("PRIVATE KEY")) found.push(rel);
+  }
+  return found.sort();
+}
+
 /** One bash script: each runnable command as written, then a check of its exit status. */
 function script(commands: readonly RunbookCommand[]): string {
   const steps = commands.map((c, i) =>
@@ -210,6 +222,7 @@ describe("docs/DEPLOY.md, to the letter", () => {
       new X509Certificate(ca.certificate).fingerprint256,
     );
     expect(existsSync(path.join(dir, "pki"))).toBe(false);
+    expect(keysLeft(dir)).toEqual(["acme-new-ca/client.key", "acme/client.key"]); // the tenant's, to hand over
     expect(sm.history(values.GatewayCaSecretArn!)).toHaveLength(3); // {}, the first CA, the new one
     expect(sm.history(values.PeerCaSecretArn!)).toHaveLength(3);
     for (const f of ["acme/client.crt", "acme-new-ca/client.crt", "acme-agent.yaml"]) {
