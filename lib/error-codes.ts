@@ -28,6 +28,7 @@ export type ErrorCode =
   | "ERR_MESSAGE_TOO_LARGE"
   | "ERR_DEADLINE_EXCEEDED"
   | "ERR_SHUTTING_DOWN"
+  | "ERR_DRAINED"
   | "ERR_SERVER_CONNECT"
   // The tenant store (lib/tenancy/errors.ts has the classes).
   | "ERR_NOT_FOUND"
@@ -74,6 +75,7 @@ const HTTP_STATUS: Record<ErrorCode, number> = {
   ERR_MESSAGE_TOO_LARGE: 413,
   ERR_DEADLINE_EXCEEDED: 504,
   ERR_SHUTTING_DOWN: 503,
+  ERR_DRAINED: 503,
   ERR_SERVER_CONNECT: 502,
   ERR_NOT_FOUND: 404,
   ERR_ALREADY_EXISTS: 409,
@@ -138,6 +140,8 @@ const GRPC_STATUS: Record<ErrorCode, number> = {
   ERR_MESSAGE_TOO_LARGE: GrpcCode.RESOURCE_EXHAUSTED,
   ERR_DEADLINE_EXCEEDED: GrpcCode.DEADLINE_EXCEEDED,
   ERR_SHUTTING_DOWN: GrpcCode.UNAVAILABLE,
+  // The tunnel's end of the path was stopped on purpose; the caller reconnects, as for UNAVAILABLE.
+  ERR_DRAINED: GrpcCode.UNAVAILABLE,
   ERR_SERVER_CONNECT: GrpcCode.UNAVAILABLE,
   ERR_NOT_FOUND: GrpcCode.NOT_FOUND,
   ERR_ALREADY_EXISTS: GrpcCode.ALREADY_EXISTS,

@@ -285,6 +285,18 @@ export class ShuttingDownError extends GatewayError {
 }
 
 /**
+ * A drain cut the tunnel: the gateway's drain ran out (--graceful-shutdown-timeout) with it still
+ * open, or its agent drained (sent DRAIN, then ended its stream). A rolling deployment or an
+ * agent's rollout, not a failure of the agent: audited as `drained`, which the dial-failure alarm
+ * does not count (docs/TENANCY.md, "Audit").
+ */
+export class DrainedError extends GatewayError {
+  constructor(message: string) {
+    super("ERR_DRAINED", message);
+  }
+}
+
+/**
  * A dial forwarded to another gateway instance (lib/fleet/peer/) could not reach it: no
  * connection (refused, TLS, timeout), the link died before the dial was answered, or the peer is
  * draining. Nothing was dialed there; routing may try another owner. To a caller it is what it

@@ -135,5 +135,8 @@ export class ServiceStack extends Stack {
       description: "point the domain here (a CNAME or alias) when the stack does not manage DNS",
     });
     new CfnOutput(this, "OpsLogGroupName", { value: this.opsLogGroup.logGroupName });
+    // For `aws ecs update-service --cluster … --service …` (docs/DEPLOY.md, certificate rotation).
+    new CfnOutput(this, "ClusterName", { value: cluster.clusterName });
+    new CfnOutput(this, "ServiceName", { value: this.gateway.service.serviceName });
   }
 }

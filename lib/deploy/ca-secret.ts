@@ -7,7 +7,7 @@
  * client is built without the SDK's Node.js version warning (lib/util/aws-sdk-node-warning.ts).
  */
 import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
-import { ConfigError, GatewayError } from "../errors.js";
+import { ConfigError, type ErrorCode, GatewayError } from "../errors.js";
 import { loadCa } from "../pki/ca.js";
 import type { CaPems } from "../pki/issue.js";
 import { withoutNodeVersionWarning } from "../util/aws-sdk-node-warning.js";
@@ -46,6 +46,16 @@ export function secretsManagerReader(client?: SecretsManagerClient): SecretReade
   };
 }
 
+/**
+ * The code of an AWS error, for the exit code (lib/commands/exit-codes.ts): a secret that is not
+ * there is not found (3), like a tenant; a refusal and anything else failed (1), since retrying or
+ * other credentials may help and rewriting the command will not.
+ */
+const AWS_ERROR_CODES: Readonly<Record<string, ErrorCode>> = {
+  ResourceNotFoundException: "ERR_NOT_FOUND",
+  AccessDeniedException: "ERR_FORBIDDEN",
+};
+
 /** AWS errors the operator can act on, in their words; anything else keeps the SDK's message. */
 const AWS_ERROR_HINTS: Readonly<Record<string, string>> = {
   ResourceNotFoundException: "no such secret in this account and region (check AWS_REGION)",
@@ -58,8 +68,8 @@ const AWS_ERROR_HINTS: Readonly<Record<string, string>> = {
 
 /**
  * The gateway CA from `secretId`, checked as --ca-cert/--ca-key files are (a CA that can sign,
- * with its own key). Usage problems are ConfigErrors (exit 2); AWS being unreachable or refusing
- * is ERR_STORE_UNAVAILABLE (exit 1): retrying may help, rewriting the command will not.
+ * with its own key). Usage problems and a value that is not a CA secret are ConfigErrors (exit 2);
+ * AWS's answers are typed by AWS_ERROR_CODES.
  */
 export async function readCaFromSecret(secretId: string, reader: SecretReader): Promise<CaPems> {
   const id = checkSecretId(secretId);
@@ -70,7 +80,8 @@ export async function readCaFromSecret(secretId: string, reader: SecretReader): 
     if (err instanceof GatewayError) throw err;
     const name = (err as { name?: string }).name ?? "Error";
     const hint = AWS_ERROR_HINTS[name] ?? (err as Error).message;
-    throw new GatewayError("ERR_STORE_UNAVAILABLE", `--ca-secret ${id}: ${name}: ${hint}`, { cause: err });
+    const code = AWS_ERROR_CODES[name] ?? "ERR_STORE_UNAVAILABLE";
+    throw new GatewayError(code, `--ca-secret ${id}: ${name}: ${hint}`, { cause: err });
   }
   const value = parseCaSecret(text, `--ca-secret ${id}`);
   const pems = { certPem: value.certificate, keyPem: value.privateKey };

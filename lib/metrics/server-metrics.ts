@@ -241,7 +241,7 @@ export class ServerMetrics {
 
   readonly tenantDials = new Counter({
     name: "kgw_tenant_dials_total",
-    help: 'Dials by tenant and outcome (ok, broken, refused, denied, unavailable, timeout, cancelled, failed); tenants beyond --tenant-metrics-limit are counted as tenant="_other".',
+    help: 'Dials by tenant and outcome (ok, broken, drained, refused, denied, unavailable, timeout, cancelled, failed); tenants beyond --tenant-metrics-limit are counted as tenant="_other".',
     labelNames: ["tenant", "outcome"] as const,
     registers: [this.registry],
     collect: () => this.tenantCollect(),

@@ -41,7 +41,7 @@ const PAYLOAD_FIELD: Readonly<Record<number, number>> = {
 /** DialRequest.egress, our extension: field 100, length-delimited (a two-byte tag). */
 const EGRESS_FIELD = 100;
 const EGRESS_TAG = (EGRESS_FIELD << 3) | WIRE_LEN;
-/** DialResponse.failure, our extension (peer links only): field 100, length-delimited. */
+/** DialResponse.failure and CloseResponse.failure, our extension (peer links only): field 100, length-delimited. */
 const FAILURE_FIELD = 100;
 const FAILURE_TAG = (FAILURE_FIELD << 3) | WIRE_LEN;
 /** DialResponse.agent, our extension (peer links only): field 101, length-delimited. */
@@ -103,11 +103,18 @@ function encodeBody(packet: Exclude<Packet, { type: "unknown" }>, w: Writer | nu
       return int64FieldSize(packet.connectId);
     case PacketType.CLOSE_RSP: {
       const e = Buffer.byteLength(packet.error);
+      const f = packet.failure === undefined ? 0 : Buffer.byteLength(packet.failure);
       if (w) {
         w.stringField(0x0a, packet.error, e);
         w.int64Field(0x10, packet.connectId);
+        if (f !== 0) {
+          w.varint(FAILURE_TAG);
+          w.varint(f);
+          w.pos += w.buf.write(packet.failure as string, w.pos, f, "utf8");
+        }
       }
-      return lenFieldSize(e) + int64FieldSize(packet.connectId);
+      const failureSize = f === 0 ? 0 : varintSize(FAILURE_TAG) + varintSize(f) + f;
+      return lenFieldSize(e) + int64FieldSize(packet.connectId) + failureSize;
     }
     case PacketType.DATA: {
       const e = packet.error.length === 0 ? 0 : Buffer.byteLength(packet.error);
@@ -203,7 +210,7 @@ function decodeBody(type: PacketType, r: Reader): Packet {
       egress = r.string();
       continue;
     }
-    if (field === FAILURE_FIELD && type === PacketType.DIAL_RSP) {
+    if (field === FAILURE_FIELD && (type === PacketType.DIAL_RSP || type === PacketType.CLOSE_RSP)) {
       expectWireType(wire, WIRE_LEN, "failure");
       failure = r.string();
       continue;
@@ -286,7 +293,9 @@ function decodeBody(type: PacketType, r: Reader): Packet {
     case PacketType.CLOSE_REQ:
       return { type, connectId: i1 };
     case PacketType.CLOSE_RSP:
-      return { type, error: s1, connectId: i2 };
+      return failure === undefined
+        ? { type, error: s1, connectId: i2 }
+        : { type, error: s1, connectId: i2, failure };
     case PacketType.DATA:
       return { type, connectId: i1, error: s2, data: bytes };
     case PacketType.DIAL_CLS:

@@ -63,6 +63,11 @@ export interface CloseResponsePacket {
   type: typeof PacketType.CLOSE_RSP;
   error: string;
   connectId: bigint;
+  /**
+   * Our extension (field 100 of CloseResponse, as DialResponse's): the typed reason a forwarded
+   * tunnel ended at its owner (ERR_DRAINED: a drain, not a break); peer port only.
+   */
+  failure?: string;
 }
 
 export interface DataPacket {
@@ -155,11 +160,10 @@ export const closeRequest = (connectId: bigint): CloseRequestPacket => ({
   connectId,
 });
 
-export const closeResponse = (connectId: bigint, error = ""): CloseResponsePacket => ({
-  type: PacketType.CLOSE_RSP,
-  error,
-  connectId,
-});
+export const closeResponse = (connectId: bigint, error = "", failure?: string): CloseResponsePacket =>
+  failure === undefined
+    ? { type: PacketType.CLOSE_RSP, error, connectId }
+    : { type: PacketType.CLOSE_RSP, error, connectId, failure };
 
 export const dataPacket = (connectId: bigint, data: Uint8Array, error = ""): DataPacket => ({
   type: PacketType.DATA,

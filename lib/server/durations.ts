@@ -68,6 +68,13 @@ export const IDLE_PROBES_PER_SECOND = 200;
 export const DRAIN_POLL_MS = 100;
 
 /**
+ * At the stop, how long the audit log stays open for the tunnels just cut: one whose only local
+ * end is its caller's socket (a dial forwarded to a peer) records itself when the socket reports
+ * its close, a few ticks after it was destroyed. A bound, so that a stop always ends.
+ */
+export const CUT_RECORDS_MS = 1_000;
+
+/**
  * While shutting down, at least this long is given to connections accepted just before the
  * listeners closed: their handshake and first request take milliseconds, and a dial they bring is
  * served, not cut off (a rolling restart must fail no dial).

@@ -8,10 +8,9 @@
  *  - policy/: authentication and authorization, injected;
  *  - audit/: the audit record of every dial (to an injected sink) and per-tenant metrics.
  */
-
 import type { AddressInfo, Socket } from "node:net";
 import type { ServerOptions } from "../config/server-options.js";
-import { ShuttingDownError } from "../errors.js";
+import { DrainedError, type GatewayError, ShuttingDownError } from "../errors.js";
 import { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import { sourceKey } from "../transport/handshake-gate.js";
@@ -19,6 +18,7 @@ import type { RunningHttpServer } from "../transport/http-endpoints.js";
 import { listenTcp } from "../transport/listen.js";
 import { Pacer } from "../transport/pacer.js";
 import { RefusalThrottle } from "../transport/refusal-throttle.js";
+import { pollUntil } from "../util/poll-until.js";
 import { openAuditLog } from "./audit/audit-log.js";
 import { type AuditSink, discardAudit } from "./audit/audit-sink.js";
 import { DialTracker, type DialTrackerDeps, forwardedDial } from "./audit/dial-tracker.js";
@@ -28,6 +28,7 @@ import type { AgentDirectory, Dialer } from "./core/dial-context.js";
 import type { GrpcFrontendSession } from "./core/frontend-session.js";
 import { chooserFor } from "./core/proxy-strategies.js";
 import {
+  CUT_RECORDS_MS,
   DRAIN_POLL_MS,
   DRAIN_SETTLE_MS,
   IDLE_PROBES_PER_SECOND,
@@ -99,8 +100,8 @@ export class Gateway {
   private readonly directory: AgentDirectory;
   private readonly tracking: DialTrackerDeps;
   private accepting = true;
-  /** Set once close() began: from then on a dial is refused (ShuttingDownError). */
-  private closing = false;
+  /** Set once close() began, to what cuts open tunnels; from then on a dial is refused. */
+  private closing: GatewayError | null = null;
   /**
    * Dials and tunnels open through this instance, whatever carries them: a tunnel to a local
    * agent is also in its session's load, but one that left over a peer link is only here.
@@ -147,8 +148,8 @@ export class Gateway {
       ...(deps.fleet ? { fleet: deps.fleet } : {}),
     });
     this.policy = this.status.observe(deps.policy);
-    const { activity } = this.status;
-    this.tracking = { sink: audit, tenants: this.tenantMetrics, instance: opts.serverId, activity };
+    const [activity, cutting] = [this.status.activity, () => this.closing];
+    this.tracking = { sink: audit, tenants: this.tenantMetrics, instance: opts.serverId, activity, cutting };
     // Agents connected before the fleet grew (or shrank) are told, as new ones would be.
     deps.fleet?.onServerCountChange((count) => {
       for (const session of this.registry.all()) session.announceServerCount(count);
@@ -288,8 +289,7 @@ export class Gateway {
         log: deps.log,
         metrics,
       },
-      // Tenant mode: one port for every role (agent-listener.ts), a tenant's own status and the
-      // one-line install.
+      // Tenant mode: one port for every role (agent-listener.ts), own status, one-line install.
       opts.tenancy ? callers : undefined,
       opts.tenancy ? this.status.getRoutes(this.policy, deps.log, deps.policy.install) : undefined,
     );
@@ -375,21 +375,23 @@ export class Gateway {
         if ((idle && settled) || Date.now() >= deadline) break;
         await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
       }
+      // What is still open is cut by the drain, not by its agent: audited as drained.
+      return this.close(new DrainedError(`the gateway's drain ended with the tunnel open`));
     }
     await this.close();
   }
 
-  /** Immediate stop: every tunnel, stream and socket is closed. Idempotent. */
-  close(): Promise<void> {
+  /** Immediate stop: every tunnel, stream and socket is closed, open tunnels with `cut`. Idempotent. */
+  close(cut: GatewayError = new ShuttingDownError()): Promise<void> {
     this.closed ??= (async () => {
       this.accepting = false;
-      this.closing = true;
-      for (const session of [...this.registry.all()]) session.close();
+      this.closing = cut;
+      for (const session of [...this.registry.all()]) session.close(cut);
       for (const session of this.frontendSessions) session.abort();
       await Promise.all([this.listeners.close(), ...this.httpServers.map((h) => h.close())]);
       await this.deps.fleet?.stop(FLEET_FLUSH_MS);
       await this.deps.policy.close?.();
-      // Last: the sessions closed above wrote their tunnels' records.
+      await pollUntil(() => this.openDials === 0, CUT_RECORDS_MS); // every cut tunnel's record first
       await this.tracking.sink.close?.();
       this.deps.log.info("gateway stopped");
     })();

@@ -305,3 +305,14 @@ describe("an existing VPC", () => {
     t.resourceCountIs("AWS::ECS::Service", 1);
   });
 });
+
+describe("the service stack: outputs", () => {
+  it("names the cluster, the service and the ops log group, for aws ecs update-service and log queries", () => {
+    const outputs = template.findOutputs("*");
+    expect(outputs.ClusterName?.Value).toEqual({ Ref: logicalId("AWS::ECS::Cluster", "Cluster") });
+    expect(outputs.ServiceName?.Value).toEqual({
+      "Fn::GetAtt": [logicalId("AWS::ECS::Service", "Gateway"), "Name"],
+    });
+    expect(outputs.OpsLogGroupName?.Value).toEqual({ Ref: logicalId("AWS::Logs::LogGroup", "OpsLog") });
+  });
+});

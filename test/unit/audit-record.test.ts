@@ -10,6 +10,7 @@ import {
   type DialOutcome,
   type DialRecordInput,
   dialFailureOutcome,
+  tunnelEndOutcome,
 } from "../../lib/server/audit/audit-record.js";
 
 const SECRET =
@@ -113,6 +114,7 @@ describe("the audit record of a dial", () => {
     ["ERR_NO_AGENT", "unavailable"],
     ["ERR_AGENT_GONE", "unavailable"],
     ["ERR_SHUTTING_DOWN", "unavailable"],
+    ["ERR_DRAINED", "drained"],
     ["ERR_FORBIDDEN", "denied"],
     ["ERR_DESTINATION_NOT_ALLOWED", "denied"],
     ["ERR_QUOTA", "denied"],
@@ -123,12 +125,22 @@ describe("the audit record of a dial", () => {
     expect(dialFailureOutcome(code)).toBe(outcome);
   });
 
+  it.each<[ErrorCode | null, DialOutcome]>([
+    [null, "ok"],
+    ["ERR_DRAINED", "drained"],
+    ["ERR_AGENT_GONE", "broken"],
+    ["ERR_SHUTTING_DOWN", "broken"],
+    ["ERR_CONNECTION_BROKEN", "broken"],
+  ])("an established tunnel ending with %s is %s", (code, outcome) => {
+    expect(tunnelEndOutcome(code)).toBe(outcome);
+  });
+
   it("every outcome is one of the documented ones, and each can be recorded", () => {
     for (const outcome of DIAL_OUTCOMES) {
       const r = buildDialRecord(input({ outcome, code: outcome === "ok" ? null : "ERR_DIAL_FAILED" }));
       expect(r.outcome).toBe(outcome);
     }
-    expect(new Set(DIAL_OUTCOMES).size).toBe(8);
+    expect(new Set(DIAL_OUTCOMES).size).toBe(9);
   });
 });
 

@@ -77,14 +77,14 @@ describe("--ca-secret: the gateway CA from Secrets Manager", () => {
   });
 
   it.each([
-    ["ResourceNotFoundException", /no such secret in this account and region/],
-    ["AccessDeniedException", /secretsmanager:GetSecretValue/],
-    ["CredentialsProviderError", /no AWS credentials found/],
-    ["TimeoutError", /from AWS/],
-  ])("turns %s into an unavailable store with a hint", async (name, message) => {
+    ["ResourceNotFoundException", "ERR_NOT_FOUND", /no such secret in this account and region/],
+    ["AccessDeniedException", "ERR_FORBIDDEN", /secretsmanager:GetSecretValue/],
+    ["CredentialsProviderError", "ERR_STORE_UNAVAILABLE", /no AWS credentials found/],
+    ["TimeoutError", "ERR_STORE_UNAVAILABLE", /from AWS/],
+  ])("turns %s into %s with a hint", async (name, code, message) => {
     const err = await readCaFromSecret("kgw-ca", reader(awsError(name))).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GatewayError);
-    expect((err as GatewayError).code).toBe("ERR_STORE_UNAVAILABLE");
+    expect((err as GatewayError).code).toBe(code);
     expect((err as Error).message).toMatch(message);
   });
 

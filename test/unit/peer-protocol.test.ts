@@ -6,10 +6,15 @@
 import { EventEmitter } from "node:events";
 import { describe, expect, it } from "vitest";
 import { parseServerOptions } from "../../lib/config/server-options.js";
-import { ConnectionBrokenError, PeerNotHereError, PeerUnavailableError } from "../../lib/errors.js";
+import {
+  ConnectionBrokenError,
+  DrainedError,
+  PeerNotHereError,
+  PeerUnavailableError,
+} from "../../lib/errors.js";
 import { parsePeerContext, peerContextHeaders } from "../../lib/fleet/peer/peer-context.js";
 import { PeerDial, type PeerDialOutcome } from "../../lib/fleet/peer/peer-dial.js";
-import { NOT_HERE, peerDialFailure } from "../../lib/fleet/peer/peer-outcome.js";
+import { NOT_HERE, peerDialFailure, tunnelEndFailure } from "../../lib/fleet/peer/peer-outcome.js";
 import { decodePacket, encodePacket } from "../../lib/proto/codec.js";
 import { closeResponse, dialResponse, type Packet, PacketType } from "../../lib/proto/packet.js";
 import type { FrontendEnd } from "../../lib/tunnel/endpoints.js";
@@ -23,6 +28,23 @@ describe("DialResponse.failure (field 100)", () => {
     expect(decodePacket(encodePacket(plain))).toEqual(plain);
     expect(encodePacket(typed).subarray(0, 2)).toEqual(encodePacket(plain).subarray(0, 2));
     expect(encodePacket(typed).length).toBe(encodePacket(plain).length + 3 + NOT_HERE.length);
+  });
+});
+
+describe("CloseResponse.failure (field 100)", () => {
+  it("round-trips, and is absent from the bytes when not set (what upstream peers see)", () => {
+    const plain = closeResponse(1n, "drained");
+    const typed = closeResponse(1n, "drained", "ERR_DRAINED");
+    expect(decodePacket(encodePacket(typed))).toEqual(typed);
+    expect(decodePacket(encodePacket(plain))).toEqual(plain);
+    expect(plain).not.toHaveProperty("failure");
+    expect(encodePacket(typed).length).toBe(encodePacket(plain).length + 3 + "ERR_DRAINED".length);
+  });
+
+  it("is sent for a drain only", () => {
+    expect(tunnelEndFailure(new DrainedError("drained"))).toBe("ERR_DRAINED");
+    expect(tunnelEndFailure(new ConnectionBrokenError("broke"))).toBeUndefined();
+    expect(tunnelEndFailure(undefined)).toBeUndefined();
   });
 });
 
@@ -171,6 +193,21 @@ describe("a forwarded dial, client end", () => {
     broken.call.emit("data", dialResponse(1n, 1n));
     broken.call.emit("data", closeResponse(1n, "agent acme-1 disconnected"));
     expect(broken.events).toEqual(["established", "broken"]);
+  });
+
+  it("a CLOSE_RSP saying a drain cut the tunnel at the owner ends it as drained, not broken", () => {
+    const drained = harness();
+    drained.call.emit("data", dialResponse(1n, 1n));
+    drained.call.emit(
+      "data",
+      closeResponse(1n, "the gateway's drain ended with the tunnel open", "ERR_DRAINED"),
+    );
+    expect(drained.errors[0]).toMatchObject({ code: "ERR_DRAINED" });
+    // Any other failure an owner may send is a break, never trusted as some other code.
+    const other = harness();
+    other.call.emit("data", dialResponse(1n, 1n));
+    other.call.emit("data", closeResponse(1n, "agent acme-1 disconnected", "ERR_AGENT_GONE"));
+    expect(other.errors[0]).toBeInstanceOf(ConnectionBrokenError);
   });
 
   it("a call that ends before the answer is PeerUnavailable; a typed answer keeps its type", () => {

@@ -336,6 +336,17 @@ describe("kgw tenant --ca-secret", () => {
     expect(() => parse(["create", "acme", "--table=t01", "--ca-secret=kgw/ca", "--ca-cert=/x.pem"])).toThrow(
       /name two CAs/,
     );
+    // CA files on the command line win over the secret exported for other commands.
+    const files = ["--ca-cert=/x.pem", "--ca-key=/y.pem"];
+    expect(parse(["bundle", "acme", "--table=t01", ...files], { KGW_CA_SECRET: "kgw/ca" })).toMatchObject({
+      bundle: { caSecret: null, caCert: "/x.pem", caKey: "/y.pem" },
+    });
+    expect(
+      parse(["manifest", "acme", "--table=t01", "--ca-cert=/x.pem"], { KGW_CA_SECRET: "kgw/ca" }),
+    ).toMatchObject({ manifest: { caBundleFlag: "--ca-cert", caBundle: "/x.pem" } });
+    expect(parse(["manifest", "acme", "--table=t01"], { KGW_CA_SECRET: "kgw/ca" })).toMatchObject({
+      manifest: { caBundleFlag: "--ca-secret", caBundle: "kgw/ca" },
+    });
     expect(() => parse(["create", "acme", "--table=t01", "--ca-secret=not a name"])).toThrow(
       /not a secret name or ARN/,
     );

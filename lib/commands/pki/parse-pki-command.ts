@@ -5,6 +5,7 @@
  */
 import { isIP } from "node:net";
 import { defineFlags, formatHelp } from "../../config/flags.js";
+import { checkSecretId } from "../../deploy/secret-id.js";
 import { ConfigError } from "../../errors.js";
 import { parseSubcommand } from "../subcommand.js";
 
@@ -50,6 +51,18 @@ export const PKI_FLAGS = defineFlags({
     help: "serving, peer: the signing CA's private key (PEM).",
     env: "KGW_CA_KEY",
   },
+  "ca-secret": {
+    kind: "string",
+    default: "",
+    // No environment variable: the runbook exports KGW_CA_SECRET for kgw tenant (the gateway CA),
+    // and `kgw pki peer` must never sign with it by accident.
+    help: "serving, peer: the signing CA from AWS Secrets Manager instead of --ca-cert/--ca-key: the secret name or ARN (GatewayCaSecretArn for serving, PeerCaSecretArn for peer), read with your own AWS credentials.",
+  },
+  "ca-bundle": {
+    kind: "string",
+    default: "",
+    help: "serving, peer: the CA certificates (PEM, one or more) written as the secret's caCertificate, what the tasks trust; during a CA rotation the old and the new CA (default: the signing CA's certificate).",
+  },
   "dns-names": {
     kind: "string",
     default: "",
@@ -74,18 +87,34 @@ const SUBCOMMANDS: Record<PkiSubcommand, { summary: string; flags: readonly Flag
   serving: {
     summary:
       "issue the gateway's serving certificate (ports 8132 and 8443): tls.pem, tls-key.pem and tls-secret.json for the gateway TLS secret",
-    flags: ["out", "ca-cert", "ca-key", "dns-names", "ip-addresses", "validity", "common-name"],
+    flags: [
+      "out",
+      "ca-cert",
+      "ca-key",
+      "ca-secret",
+      "ca-bundle",
+      "dns-names",
+      "ip-addresses",
+      "validity",
+      "common-name",
+    ],
   },
   peer: {
     summary:
       "issue the peer certificate (URI SAN kgw://fleet/peer, client and server): peer.pem, peer-key.pem and tls-secret.json for the peer TLS secret",
-    flags: ["out", "ca-cert", "ca-key", "validity"],
+    flags: ["out", "ca-cert", "ca-key", "ca-secret", "ca-bundle", "validity"],
   },
 };
 
+/** Where the signing CA comes from, and what the TLS secret trusts. */
 export interface SigningCa {
+  /** Files of the CA; both "" when it comes from caSecret. */
   caCert: string;
   caKey: string;
+  /** The Secrets Manager secret (name or ARN) holding the CA; null: the files. */
+  caSecret: string | null;
+  /** File of the CA certificates written as caCertificate; "": the signing CA's certificate. */
+  caBundle: string;
 }
 
 export type PkiCommand =
@@ -123,12 +152,21 @@ export function parsePkiCommand(
     return ms / DAY_MS;
   };
   const signing = (): SigningCa => {
+    const caBundle = f["ca-bundle"];
+    if (f["ca-secret"]) {
+      // CA files left in the environment ($KGW_CA_CERT/$KGW_CA_KEY) are not used; on the
+      // command line they name a second CA.
+      if (parsed.onCommandLine.has("ca-cert") || parsed.onCommandLine.has("ca-key")) {
+        throw new ConfigError("--ca-secret and --ca-cert/--ca-key name two CAs: give one");
+      }
+      return { caCert: "", caKey: "", caSecret: checkSecretId(f["ca-secret"]), caBundle };
+    }
     if (!f["ca-cert"] || !f["ca-key"]) {
       throw new ConfigError(
-        `kgw pki ${name} needs the signing CA: --ca-cert and --ca-key (kgw pki ca wrote them)`,
+        `kgw pki ${name} needs the signing CA: --ca-cert and --ca-key (kgw pki ca wrote them), or --ca-secret`,
       );
     }
-    return { caCert: f["ca-cert"], caKey: f["ca-key"] };
+    return { caCert: f["ca-cert"], caKey: f["ca-key"], caSecret: null, caBundle };
   };
   switch (name) {
     case "ca":

@@ -63,7 +63,7 @@ async function loadCertificateOptions(s: CertificateSettings, now: () => Date) {
  * The gateway CA from Secrets Manager (lib/deploy/ca-secret.ts), with the operator's AWS
  * credentials. Loaded on demand: only --ca-secret pulls in the AWS SDK.
  */
-async function readCaSecret(secretId: string): Promise<{ certPem: string; keyPem: string }> {
+export async function readCaSecret(secretId: string): Promise<{ certPem: string; keyPem: string }> {
   const { readCaFromSecret, secretsManagerReader } = await import("../../deploy/ca-secret.js");
   return readCaFromSecret(secretId, secretsManagerReader());
 }

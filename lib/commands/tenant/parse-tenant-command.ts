@@ -107,6 +107,7 @@ const SUBCOMMANDS: Record<
       "print the agent's Kubernetes manifest (kubectl apply -f); mints a new agent token for it, since stored tokens are hashed and cannot be printed again (the other agent tokens stay valid)",
     flags: [
       "ca-cert",
+      "ca-secret",
       "server-ca-bundle",
       "gateway-address",
       "out",
@@ -198,13 +199,13 @@ export function parseTenantCommand(
   if (spec.moreArgs ? args.length < spec.args.length : args.length !== spec.args.length) {
     throw new ConfigError(`usage: kgw tenant ${name} ${spec.args.join(" ")}`.trimEnd());
   }
-  const f = parsed.values;
-  if (
-    parsed.onCommandLine.has("ca-secret") &&
-    (parsed.onCommandLine.has("ca-cert") || parsed.onCommandLine.has("ca-key"))
-  ) {
+  const caFilesGiven = parsed.onCommandLine.has("ca-cert") || parsed.onCommandLine.has("ca-key");
+  if (parsed.onCommandLine.has("ca-secret") && caFilesGiven) {
     throw new ConfigError("--ca-secret and --ca-cert/--ca-key name two CAs: give one");
   }
+  // CA files on the command line win over a $KGW_CA_SECRET exported for other commands (the
+  // runbook exports it); otherwise the secret wins over CA files left in the environment.
+  const f = caFilesGiven ? { ...parsed.values, "ca-secret": "" } : parsed.values;
   if (parsed.onCommandLine.has("store-dir") && parsed.onCommandLine.has("table")) {
     throw new ConfigError("--store-dir and --table name two different stores: give one");
   }
@@ -285,7 +286,12 @@ export function parseTenantCommand(
       return ok({ ...common, name, tenantId: id, bundle: bundle(id) });
     }
     case "manifest":
-      return ok({ ...common, name, tenantId: tenantId(), manifest: manifestSettings(f) });
+      return ok({
+        ...common,
+        name,
+        tenantId: tenantId(),
+        manifest: manifestSettings(f),
+      });
     case "install-token":
       return ok({ ...common, name, tenantId: tenantId(), install: installTokenSettings(f) });
     case "quota": {

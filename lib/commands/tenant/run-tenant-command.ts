@@ -33,7 +33,7 @@ import { type GeneratedToken, generateToken } from "../../tenancy/tokens.js";
 import { NO_TERMINAL, type Prompter } from "../confirm.js";
 import { EXIT, exitCodeFor } from "../exit-codes.js";
 import { confirmOrSay, credentialIdIn } from "./confirm-change.js";
-import { loadAgentBundleOptions, loadBundleOptions } from "./load-bundle-options.js";
+import { loadAgentBundleOptions, loadBundleOptions, readCaSecret } from "./load-bundle-options.js";
 import type { OutputFormat, TenantCommand } from "./parse-tenant-command.js";
 import {
   agentBundleText,
@@ -332,7 +332,10 @@ async function manifest(
   io: Io,
 ): Promise<number> {
   const s = command.manifest;
-  const caPem = await readManifestCaBundle(s.caBundle, s.caBundleFlag);
+  const caPem =
+    s.caBundleFlag === "--ca-secret"
+      ? (await readCaSecret(s.caBundle)).certPem
+      : await readManifestCaBundle(s.caBundle, s.caBundleFlag);
   const input = (agentToken: string): AgentManifestInput => ({
     tenantId: command.tenantId,
     gateway: { host: s.gateway.host, port: s.gateway.port },

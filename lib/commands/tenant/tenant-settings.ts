@@ -48,9 +48,12 @@ export type AgentBundleSettings = CertificateSettings;
 
 /** The agent manifest (lib/tenancy/manifest): everything but the token, which is minted for it. */
 export interface ManifestSettings {
-  /** File with the CA bundle the agent verifies the gateway with (--server-ca-bundle or --ca-cert). */
+  /**
+   * The CA bundle the agent verifies the gateway with: a file (--server-ca-bundle or --ca-cert),
+   * or with --ca-secret the secret whose certificate is the gateway CA.
+   */
   caBundle: string;
-  caBundleFlag: "--server-ca-bundle" | "--ca-cert";
+  caBundleFlag: "--server-ca-bundle" | "--ca-cert" | "--ca-secret";
   gateway: GatewayAddress;
   /** null: standard output. */
   outFile: string | null;
@@ -107,11 +110,14 @@ export function bundleSettings(f: Values, tenantId: string): BundleSettings {
  * certificate.
  */
 export function manifestSettings(f: Values): ManifestSettings {
-  const caFlag = f["server-ca-bundle"] ? "--server-ca-bundle" : "--ca-cert";
-  const caBundle = f["server-ca-bundle"] || f["ca-cert"];
+  // --server-ca-bundle, then the secret's CA (also from $KGW_CA_SECRET, as the runbook exports
+  // it), then --ca-cert: as for certificates (parseTenantCommand clears the secret when CA files
+  // are on the command line).
+  const caFlag = f["server-ca-bundle"] ? "--server-ca-bundle" : f["ca-secret"] ? "--ca-secret" : "--ca-cert";
+  const caBundle = f[caFlag.slice(2) as "server-ca-bundle" | "ca-secret" | "ca-cert"];
   if (!caBundle) {
     throw new ConfigError(
-      "a manifest needs the CA bundle that verifies the gateway: --server-ca-bundle or --ca-cert (or $KGW_CA_CERT)",
+      "a manifest needs the CA bundle that verifies the gateway: --server-ca-bundle, --ca-cert (or $KGW_CA_CERT) or --ca-secret (or $KGW_CA_SECRET)",
     );
   }
   if (!f["gateway-address"]) {
@@ -120,7 +126,7 @@ export function manifestSettings(f: Values): ManifestSettings {
   const gateway = parseGatewayAddress(f["gateway-address"]);
   if ("error" in gateway) throw new ConfigError(`--gateway-address: ${gateway.error}`);
   return {
-    caBundle: requirePath(caBundle, caFlag),
+    caBundle: caFlag === "--ca-secret" ? checkSecretId(caBundle) : requirePath(caBundle, caFlag),
     caBundleFlag: caFlag,
     gateway,
     outFile: f.out === "" ? null : requirePath(f.out, "--out"),

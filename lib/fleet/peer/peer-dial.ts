@@ -8,7 +8,8 @@
  *  - a tunnel ends cleanly only on the owner's CLOSE_RSP without error. A call that ends any
  *    other way once established (the owner's CLOSE_RSP with error, a reset, the link lost, the
  *    owner gone) is a broken tunnel (ConnectionBrokenError): a caller must never take a
- *    truncated transfer for a whole one;
+ *    truncated transfer for a whole one. One exception in the audit only: a CLOSE_RSP whose
+ *    `failure` says ERR_DRAINED (a drain cut it at the owner) ends it with DrainedError;
  *  - nothing is queued here: data from the owner is handed to the caller at once, and the call
  *    stops reading (HTTP/2 then holds the owner back) while more than PEER_DELIVER_HIGH_WATER
  *    bytes have not left the caller's buffers; data from the caller goes to the call, whose
@@ -33,7 +34,7 @@ import type { CallStatus } from "../../transport/grpc/client-call-stream.js";
 import { CLOSE_ACK_TIMEOUT_MS } from "../../tunnel/durations.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
 import type { PacketStream } from "../../tunnel/packet-stream.js";
-import { peerDialFailure } from "./peer-outcome.js";
+import { peerDialFailure, peerTunnelEnd } from "./peer-outcome.js";
 
 /**
  * Bytes handed to the caller and not yet flushed past which the call stops reading, and half of
@@ -140,7 +141,7 @@ export class PeerDial implements DialHandle {
         this.finish(null);
         this.call.end();
         if (was === "open") {
-          this.frontend.closed(packet.error ? new ConnectionBrokenError(packet.error) : undefined);
+          this.frontend.closed(peerTunnelEnd(this.opts.peer, packet.error, packet.failure));
         }
         return;
       }

@@ -14,6 +14,8 @@
  */
 import {
   agentDialError,
+  ConnectionBrokenError,
+  DrainedError,
   type ErrorCode,
   GatewayError,
   NoAgentError,
@@ -64,4 +66,22 @@ export function peerDialFailure(peer: string, error: string, failure: string | u
   if (failure === "ERR_SHUTTING_DOWN") return new PeerUnavailableError(peer, "draining");
   if (!DIAL_FAILURE_CODES.has(failure)) return agentDialError(text);
   return new GatewayError(failure as ErrorCode, text);
+}
+
+/**
+ * The `failure` field of a forwarded tunnel's CLOSE_RSP: only a drain is told apart (ERR_DRAINED),
+ * so the forwarding instance audits it as drained; any other end with an error is a break there.
+ */
+export function tunnelEndFailure(err: GatewayError | undefined): string | undefined {
+  return err?.code === "ERR_DRAINED" ? err.code : undefined;
+}
+
+/** How a forwarded tunnel ended, from the owner's CLOSE_RSP: clean, drained, or broken. */
+export function peerTunnelEnd(
+  peer: string,
+  error: string,
+  failure: string | undefined,
+): GatewayError | undefined {
+  if (failure === "ERR_DRAINED") return new DrainedError(`peer instance ${peer}: ${error || "drained"}`);
+  return error ? new ConnectionBrokenError(error) : undefined;
 }

@@ -30,7 +30,7 @@ import { peerCloseKind } from "../../transport/peer-close.js";
 import type { BackendLink, DialHandle, FrontendEnd } from "../../tunnel/endpoints.js";
 import { PacketSink } from "../../tunnel/packet-sink.js";
 import type { PacketStream } from "../../tunnel/packet-stream.js";
-import { failureOf, isNotHere } from "./peer-outcome.js";
+import { failureOf, isNotHere, tunnelEndFailure } from "./peer-outcome.js";
 
 const CONNECT_ID = 1n;
 
@@ -138,9 +138,10 @@ export class PeerServeSession implements DialObserver {
       closed: (err) => {
         if (this.state !== "open") return;
         this.state = "done";
-        // With an error the tunnel broke (its agent went away): the forwarding instance breaks
-        // its caller's tunnel in turn, never ends it cleanly.
-        this.sink.send(closeResponse(CONNECT_ID, err?.message ?? ""));
+        // With an error the tunnel broke (its agent went away) or a drain cut it: the forwarding
+        // instance breaks its caller's tunnel in turn, never ends it cleanly, and audits it by
+        // the code (tunnelEndFailure).
+        this.sink.send(closeResponse(CONNECT_ID, err?.message ?? "", tunnelEndFailure(err)));
         this.call.end();
       },
     };

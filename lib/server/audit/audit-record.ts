@@ -15,6 +15,8 @@ import type { CallerIdentity, CallerListener, FrontendKind } from "../core/dial-
  * How a dial ended, for people and for the `outcome` label of kgw_tenant_dials_total:
  *  - ok: the tunnel was established and closed normally (by either side);
  *  - broken: the tunnel was established and then broke (agent gone, backend error, protocol);
+ *  - drained: a drain ended it (the gateway's drain ran out with it open, or its agent drained):
+ *    a rollout, not a failure, so the dial-failure alarm does not count it;
  *  - refused: the agent could not connect to the destination (refused, unreachable, DNS: 502);
  *  - denied: policy said no (authorization, the agent's destination policy, quota);
  *  - unavailable: no agent could take it (none connected or answering, agent gone, shutting down);
@@ -25,6 +27,7 @@ import type { CallerIdentity, CallerListener, FrontendKind } from "../core/dial-
 export type DialOutcome =
   | "ok"
   | "broken"
+  | "drained"
   | "refused"
   | "denied"
   | "unavailable"
@@ -35,6 +38,7 @@ export type DialOutcome =
 export const DIAL_OUTCOMES: readonly DialOutcome[] = [
   "ok",
   "broken",
+  "drained",
   "refused",
   "denied",
   "unavailable",
@@ -67,6 +71,7 @@ const DIAL_FAILURE_OUTCOME: Record<ErrorCode, DialOutcome> = {
   ERR_MESSAGE_TOO_LARGE: "failed",
   ERR_DEADLINE_EXCEEDED: "timeout",
   ERR_SHUTTING_DOWN: "unavailable",
+  ERR_DRAINED: "drained",
   ERR_SERVER_CONNECT: "failed",
   ERR_NOT_FOUND: "failed",
   ERR_ALREADY_EXISTS: "failed",
@@ -80,6 +85,12 @@ const DIAL_FAILURE_OUTCOME: Record<ErrorCode, DialOutcome> = {
 /** Outcome of a dial that failed with `code` (null: not one of our typed errors). */
 export function dialFailureOutcome(code: ErrorCode | null): DialOutcome {
   return code === null ? "failed" : DIAL_FAILURE_OUTCOME[code];
+}
+
+/** Outcome of an established tunnel that ended with `code` (null: closed normally). */
+export function tunnelEndOutcome(code: ErrorCode | null): DialOutcome {
+  if (code === null) return "ok";
+  return code === "ERR_DRAINED" ? "drained" : "broken";
 }
 
 /**

@@ -14,7 +14,7 @@ import { type ErrorCode, GatewayError } from "../../errors.js";
 import { refusalDetails } from "../../transport/refusal-details.js";
 import type { BackendLink, DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
 import type { DialContext, DialObserver } from "../core/dial-context.js";
-import { buildDialRecord, type DialOutcome, dialFailureOutcome } from "./audit-record.js";
+import { buildDialRecord, type DialOutcome, dialFailureOutcome, tunnelEndOutcome } from "./audit-record.js";
 import type { AuditSink } from "./audit-sink.js";
 import type { TenantMetrics, TenantSeries } from "./tenant-metrics.js";
 
@@ -31,6 +31,11 @@ export interface DialTrackerDeps {
   instance: string;
   /** The status API's per-tenant counters (a map increment per dial; absent: none kept). */
   activity?: DialActivity;
+  /**
+   * What the gateway cuts open tunnels with once it stops (a drain's end, an immediate stop), or
+   * null: a caller's end closed then was cut by the gateway, not closed by the caller.
+   */
+  cutting?: () => GatewayError | null;
 }
 
 type State = "dialing" | "open" | "done";
@@ -116,7 +121,7 @@ export class DialTracker implements DialObserver, DialTracking {
       },
       onceWritable: (cb) => end.onceWritable(cb),
       closed: (err) => {
-        this.end(err ? "broken" : "ok", err?.code ?? null);
+        this.end(tunnelEndOutcome(err?.code ?? null), err?.code ?? null);
         end.closed(err);
       },
     };
@@ -142,8 +147,10 @@ export class DialTracker implements DialObserver, DialTracking {
       },
       onceWritable: (cb) => link.onceWritable(cb),
       close: () => {
-        // The caller closed (or was closed: its stream ended, its credential was revoked).
-        this.end("ok", null);
+        // The caller closed (or was closed: its stream ended, its credential was revoked), or
+        // the stopping gateway closed its socket (a tunnel over a peer link is only cut there).
+        const cut = this.deps.cutting?.() ?? null;
+        this.end(tunnelEndOutcome(cut?.code ?? null), cut?.code ?? null);
         link.close();
       },
     };

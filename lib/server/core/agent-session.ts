@@ -20,6 +20,7 @@ import {
   agentDialError,
   DialFailedError,
   DialTimeoutError,
+  DrainedError,
   type GatewayError,
   ProtocolError,
 } from "../../errors.js";
@@ -184,6 +185,12 @@ export class AgentSession extends EventEmitter<{
     this.stream.destroy();
   }
 
+  private agentEnded(): GatewayError {
+    return this.draining
+      ? new DrainedError(`agent ${this.info.agentId} drained (it sent DRAIN, then ended its stream)`)
+      : new AgentGoneError(this.info.agentId);
+  }
+
   private send(packet: Packet): boolean {
     this.opts.metrics.streamPackets.count("to_agent", packet);
     return this.sink.send(packet);
@@ -303,7 +310,11 @@ export class AgentSession extends EventEmitter<{
     this.opts.metrics.pendingDials.dec();
   }
 
-  private shutdown(err: GatewayError = new AgentGoneError(this.info.agentId)): void {
+  /**
+   * The stream is over. Without a reason it ended from the agent's side: a drain when the agent
+   * had said DRAIN first (its rollout), otherwise the agent is gone.
+   */
+  private shutdown(err: GatewayError = this.agentEnded()): void {
     if (this.ended) return;
     this.ended = err;
     this.liveness.stop();

@@ -29,8 +29,8 @@ interface TenantHistory {
   openTunnels: number;
 }
 
-/** The dial outcomes that are not a failure the tenant would want explained. */
-const WELL_ENDED: ReadonlySet<DialOutcome> = new Set(["ok", "cancelled"]);
+/** The dial outcomes that are not a failure the tenant would want explained (a drain is a rollout). */
+const WELL_ENDED: ReadonlySet<DialOutcome> = new Set(["ok", "cancelled", "drained"]);
 
 const BUCKETS = Math.ceil(STATUS_WINDOW_MS / STATUS_BUCKET_MS);
 
