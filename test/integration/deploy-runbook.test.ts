@@ -37,6 +37,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readDeployConfig } from "../../cdk/lib/deploy-config.js";
 import { gatewayCommand, PEM_ENV, PEM_ENV_SOURCES } from "../../cdk/lib/gateway-command.js";
 import { GATEWAY_PORTS } from "../../cdk/lib/ports.js";
+import { DEFAULT_KGW_AGENT_IMAGE } from "../../lib/tenancy/manifest/images.js";
 import { closedPort } from "../helpers/backends.js";
 import { type LocalDynamo, startLocalDynamo } from "../helpers/dynalite.js";
 import { REPO, requireBuild } from "../helpers/kgw-bin.js";
@@ -294,7 +295,7 @@ describe("the gateway CA's rotation, with the real gateway", () => {
       tableName: dynamo.tableName,
       domainName: "gateway.example.com",
       gracefulShutdownSeconds: 1,
-      agentImage: null,
+      agentImage: DEFAULT_KGW_AGENT_IMAGE,
     })
       .map((a) =>
         a

@@ -11,8 +11,8 @@ import { type AddressInfo, createServer, type Server, type Socket } from "node:n
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FAILED_DIAL_OUTCOMES } from "../../cdk/lib/constructs/gateway-alarms.js";
 import type { PeerLinks } from "../../lib/fleet/peer/peer-links.js";
+import { FAILED_DIAL_OUTCOMES } from "../../lib/metrics/emf/emf-catalog.js";
 import type { DialAuditRecord } from "../../lib/server/audit/audit-record.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { connectThrough } from "../helpers/connect-client.js";

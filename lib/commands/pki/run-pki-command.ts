@@ -11,7 +11,6 @@ import { PEER_IDENTITY_URI } from "../../fleet/peer/peer-identity.js";
 import { type CertificateAuthority, createCa, loadCa } from "../../pki/ca.js";
 import { writePemFiles } from "../../pki/files.js";
 import { exitCodeFor } from "../exit-codes.js";
-import { withoutNodeVersionWarning } from "../tenant/quiet-aws-sdk.js";
 import type { PkiCommand, SigningCa } from "./parse-pki-command.js";
 
 export interface PkiCliIo {
@@ -123,10 +122,7 @@ async function loadSigningCa(s: SigningCa): Promise<CertificateAuthority> {
  */
 async function readSigningCaSecret(secretId: string): Promise<{ certPem: string; keyPem: string }> {
   const { readCaFromSecret, secretsManagerReader } = await import("../../deploy/ca-secret.js");
-  return readCaFromSecret(
-    secretId,
-    withoutNodeVersionWarning(() => secretsManagerReader()),
-  );
+  return readCaFromSecret(secretId, secretsManagerReader());
 }
 
 /**
