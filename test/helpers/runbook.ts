@@ -12,7 +12,7 @@ export type Needs =
   | "local"
   /** Calls AWS, but only what the local stand-ins serve (the fake `aws`, runbook-aws.mjs). */
   | "stand-in"
-  /** Needs an AWS account or a cluster: checked (syntax, CDK context), never run. */
+  /** Needs an AWS account, a cluster or an image registry: checked (syntax, CDK context), never run. */
   | "account";
 
 export interface RunbookCommand {
@@ -33,6 +33,8 @@ const RULES: readonly (readonly [RegExp, Needs])[] = [
   [/^aws\b/, "account"],
   [/^kubectl\b/, "account"],
   [/^npx cdk (deploy|destroy|bootstrap)\b/, "account"],
+  // A registry (the published image, a mirror): network and credentials this machine lacks.
+  [/^(cosign|crane|docker)\b/, "account"],
 ];
 
 const RANK: Record<Needs, number> = { local: 0, "stand-in": 1, account: 2 };
