@@ -22,6 +22,7 @@ import { splice } from "../../lib/demo/tcp-splice.js";
 import { closedPort, patternStream, sha256Of } from "./backends.js";
 import { bodyText, httpOver } from "./connect-client.js";
 import { connectOnGatewayPort } from "./gateway-connect.js";
+import { type KgwProcess, spawnKgw } from "./kgw-process.js";
 import type { TestPki } from "./pki.js";
 
 const ENTRY = fileURLToPath(new URL("./kgw-entry.ts", import.meta.url));
@@ -452,4 +453,27 @@ function httpText(port: number, pathname: string): Promise<string> {
     req.on("timeout", () => req.destroy(new Error("timeout")));
     req.on("error", reject);
   });
+}
+
+/**
+ * A kgw agent process for a fleet test, dialling the fleet through `port` (a TcpFront, as agents
+ * reach a real fleet through its load balancer), re-syncing every 100 ms (capped at 500 ms) so a
+ * move to another instance shows within a test's patience.
+ */
+export function spawnFleetAgent(pki: TestPki, port: number, agentToken: string, agentId: string): KgwProcess {
+  return spawnKgw([
+    "agent",
+    "--proxy-server-host=127.0.0.1",
+    `--proxy-server-port=${port}`,
+    "--server-name=localhost",
+    `--ca-cert=${pki.files.caCert}`,
+    `--agent-token=${agentToken}`,
+    `--agent-id=${agentId}`,
+    "--health-server-host=127.0.0.1",
+    "--health-server-port=0",
+    "--admin-server-port=0",
+    "--sync-interval=100ms",
+    "--sync-interval-cap=500ms",
+    "--log-level=warn",
+  ]);
 }

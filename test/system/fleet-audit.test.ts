@@ -27,6 +27,7 @@ import {
 } from "../helpers/fleet.js";
 import { getPeerPki } from "../helpers/peer.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { overrideProcessEnv } from "../helpers/process-env.js";
 import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 
 let pki: TestPki;
@@ -38,7 +39,7 @@ let backend: TenantBackend;
 let agent: RunningAgent | undefined;
 let front: TcpFront | undefined;
 let baseline: Map<string, number>;
-const savedEnv: Record<string, string | undefined> = {};
+let restoreEnv: (() => void) | undefined;
 
 /** The audit records instance `f` wrote to its stdout (its log lines are the other lines). */
 function auditOf(f: FleetInstance): DialAuditRecord[] {
@@ -68,10 +69,7 @@ beforeAll(async () => {
   baseline = resources();
   work = tempDir("kgw-fleet-audit-");
   dynamo = await startLocalDynamo();
-  for (const [k, v] of Object.entries(dynamo.env)) {
-    savedEnv[k] = process.env[k];
-    process.env[k] = v;
-  }
+  restoreEnv = overrideProcessEnv(dynamo.env);
   acme = await createTableTenant(pki, dynamo.tableName, "acme", work.dir);
   backend = await startTenantBackend("acme");
   fleet = await makeFleet(
@@ -113,10 +111,7 @@ afterAll(async () => {
   await Promise.all((fleet ?? []).map((f) => (f.running ? f.terminate() : undefined)));
   await backend?.close();
   await dynamo?.close();
-  for (const [k, v] of Object.entries(savedEnv)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
+  restoreEnv?.();
   await expectNoLeakedResources(baseline);
   work?.remove();
 }, 30_000);

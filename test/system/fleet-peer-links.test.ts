@@ -31,6 +31,7 @@ import {
 import { connectOnGatewayPort } from "../helpers/gateway-connect.js";
 import { getPeerPki } from "../helpers/peer.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { overrideProcessEnv } from "../helpers/process-env.js";
 import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 
 /** The fleet's --backend-dial-timeout here: longer than the 12 s a hop used to wait regardless. */
@@ -47,7 +48,7 @@ let hangPort: number;
 const hanging = new Set<Socket>();
 let agent: { agent: RunningAgent; front: TcpFront } | null = null;
 let baseline: Map<string, number>;
-const savedEnv: Record<string, string | undefined> = {};
+let restoreEnv: (() => void) | undefined;
 
 /** A socket that never connects (nor fails) until destroyed: the agent's dial waits on it. */
 function neverConnecting(): Socket {
@@ -135,10 +136,7 @@ beforeAll(async () => {
   baseline = resources();
   work = tempDir("kgw-fleet-links-");
   dynamo = await startLocalDynamo();
-  for (const [k, v] of Object.entries(dynamo.env)) {
-    savedEnv[k] = process.env[k];
-    process.env[k] = v;
-  }
+  restoreEnv = overrideProcessEnv(dynamo.env);
   tenant = await createTableTenant(pki, dynamo.tableName, "acme", work.dir);
   backend = await startTenantBackend("acme");
   hangPort = await closedPort();
@@ -171,10 +169,7 @@ afterAll(async () => {
   await Promise.all((fleet ?? []).map((f) => (f.running ? f.terminate() : undefined)));
   await backend?.close();
   await dynamo?.close();
-  for (const [k, v] of Object.entries(savedEnv)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
+  restoreEnv?.();
   await expectNoLeakedResources(baseline);
   work?.remove();
 }, 30_000);

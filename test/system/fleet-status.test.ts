@@ -17,6 +17,7 @@ import {
   createTableTenant,
   type FleetInstance,
   makeFleet,
+  spawnFleetAgent,
   startTcpFront,
   type TcpFront,
   tempDir,
@@ -25,6 +26,7 @@ import {
 import { type KgwProcess, spawnKgw } from "../helpers/kgw-process.js";
 import { getPeerPki } from "../helpers/peer.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { overrideProcessEnv } from "../helpers/process-env.js";
 import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 
 /** Each tenant's agent goes to the first live instance of its order (the sticky front). */
@@ -41,7 +43,7 @@ let fleet: FleetInstance[];
 let baseline: Map<string, number>;
 const tenants = {} as Record<TenantId, CreatedFleetTenant>;
 const agents: { tenant: TenantId; process: KgwProcess; front: TcpFront }[] = [];
-const savedEnv: Record<string, string | undefined> = {};
+let restoreEnv: (() => void) | undefined;
 
 /** Where the test put each tenant's agent: the first running instance of its order. */
 function expectedHome(tenant: TenantId): string {
@@ -125,10 +127,7 @@ beforeAll(async () => {
   baseline = resources();
   work = tempDir("kgw-fleet-status-");
   dynamo = await startLocalDynamo();
-  for (const [k, v] of Object.entries(dynamo.env)) {
-    savedEnv[k] = process.env[k];
-    process.env[k] = v;
-  }
+  restoreEnv = overrideProcessEnv(dynamo.env);
   for (const id of TENANTS) tenants[id] = await createTableTenant(pki, dynamo.tableName, id, work.dir);
   fleet = await makeFleet(
     { pki, peerFiles: peer.files, table: dynamo.tableName, dynamoEnv: dynamo.env },
@@ -145,21 +144,7 @@ beforeAll(async () => {
           .map((f) => f.ports.agent),
       "sticky",
     );
-    const p = spawnKgw([
-      "agent",
-      "--proxy-server-host=127.0.0.1",
-      `--proxy-server-port=${front.port}`,
-      "--server-name=localhost",
-      `--ca-cert=${pki.files.caCert}`,
-      `--agent-token=${tenants[tenant].agentToken}`,
-      `--agent-id=${tenant}-agent`,
-      "--health-server-host=127.0.0.1",
-      "--health-server-port=0",
-      "--admin-server-port=0",
-      "--sync-interval=100ms",
-      "--sync-interval-cap=500ms",
-      "--log-level=warn",
-    ]);
+    const p = spawnFleetAgent(pki, front.port, tenants[tenant].agentToken, `${tenant}-agent`);
     agents.push({ tenant, process: p, front });
   }
 }, 60_000);
@@ -179,10 +164,7 @@ afterAll(async () => {
   }
   await Promise.all((fleet ?? []).map((f) => (f.running ? f.terminate() : undefined)));
   await dynamo?.close();
-  for (const [k, v] of Object.entries(savedEnv)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
+  restoreEnv?.();
   await expectNoLeakedResources(baseline);
   work?.remove();
 }, 30_000);

@@ -33,6 +33,7 @@ import {
 } from "../helpers/fleet.js";
 import { getPeerPki } from "../helpers/peer.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
+import { overrideProcessEnv } from "../helpers/process-env.js";
 import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 
 const TENANTS = ["acme", "globex"] as const;
@@ -54,7 +55,7 @@ const tenants = {} as Record<TenantId, CreatedFleetTenant>;
 const backends = {} as Record<TenantId, TenantBackend>;
 const agents: { tenant: TenantId; agent: RunningAgent; front: TcpFront }[] = [];
 let baseline: Map<string, number>;
-const savedEnv: Record<string, string | undefined> = {};
+let restoreEnv: (() => void) | undefined;
 
 const agentPorts = (order: number[]) => () =>
   order
@@ -192,10 +193,7 @@ beforeAll(async () => {
   dynamo = await startLocalDynamo();
   // `kgw tenant --table` in this process reads the SDK's standard configuration, as it would
   // from an operator's shell.
-  for (const [k, v] of Object.entries(dynamo.env)) {
-    savedEnv[k] = process.env[k];
-    process.env[k] = v;
-  }
+  restoreEnv = overrideProcessEnv(dynamo.env);
   for (const id of TENANTS) {
     tenants[id] = await createTableTenant(pki, dynamo.tableName, id, work.dir);
     backends[id] = await startTenantBackend(id);
@@ -225,10 +223,7 @@ afterAll(async () => {
   await Promise.all((fleet ?? []).map((f) => (f.running ? f.terminate() : undefined)));
   for (const b of Object.values(backends)) await b.close();
   await dynamo?.close();
-  for (const [k, v] of Object.entries(savedEnv)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
+  restoreEnv?.();
   expect(fleet.filter((f) => f.running).map((f) => f.id)).toEqual([]);
   await expectNoLeakedResources(baseline);
   work?.remove();

@@ -29,16 +29,18 @@ import {
   createTableTenant,
   type FleetInstance,
   makeFleet,
+  spawnFleetAgent,
   startTcpFront,
   type TcpFront,
   tempDir,
   waitUntil,
 } from "../helpers/fleet.js";
 import { connectOnGatewayPort } from "../helpers/gateway-connect.js";
-import { type KgwProcess, spawnKgw } from "../helpers/kgw-process.js";
+import type { KgwProcess } from "../helpers/kgw-process.js";
 import { getPeerPki } from "../helpers/peer.js";
 import { getTestPki, type TestPki } from "../helpers/pki.js";
 import { decodePng, type Image } from "../helpers/png.js";
+import { overrideProcessEnv } from "../helpers/process-env.js";
 import { expectNoLeakedResources, activeResources as resources } from "../helpers/resources.js";
 
 /** What a peer may send as any string of its slice: markup that would run if the page took it as such. */
@@ -64,7 +66,7 @@ let browser: Browser | undefined;
 let page: Page;
 const tenants = {} as Record<TenantId, CreatedFleetTenant>;
 const agents: { tenant: TenantId; process: KgwProcess; front: TcpFront }[] = [];
-const savedEnv: Record<string, string | undefined> = {};
+let restoreEnv: (() => void) | undefined;
 
 /** Debian's chromium on the PATH (.ci/run installs it); a clear failure, not a hang, without it. */
 function chromiumPath(): string {
@@ -195,10 +197,7 @@ beforeAll(async () => {
   baseline = resources();
   work = tempDir("kgw-status-page-");
   dynamo = await startLocalDynamo();
-  for (const [k, v] of Object.entries(dynamo.env)) {
-    savedEnv[k] = process.env[k];
-    process.env[k] = v;
-  }
+  restoreEnv = overrideProcessEnv(dynamo.env);
   for (const id of Object.keys(ORDER) as TenantId[])
     tenants[id] = await createTableTenant(pki, dynamo.tableName, id, work.dir);
   fleet = await makeFleet(
@@ -209,21 +208,7 @@ beforeAll(async () => {
   await Promise.all(fleet.map((f) => f.start()));
   for (const tenant of Object.keys(ORDER) as TenantId[]) {
     const front = await startTcpFront(() => ORDER[tenant].map((i) => fleet[i]!.ports.agent), "sticky");
-    const p = spawnKgw([
-      "agent",
-      "--proxy-server-host=127.0.0.1",
-      `--proxy-server-port=${front.port}`,
-      "--server-name=localhost",
-      `--ca-cert=${pki.files.caCert}`,
-      `--agent-token=${tenants[tenant].agentToken}`,
-      `--agent-id=${tenant}-agent`,
-      "--health-server-host=127.0.0.1",
-      "--health-server-port=0",
-      "--admin-server-port=0",
-      "--sync-interval=100ms",
-      "--sync-interval-cap=500ms",
-      "--log-level=warn",
-    ]);
+    const p = spawnFleetAgent(pki, front.port, tenants[tenant].agentToken, `${tenant}-agent`);
     agents.push({ tenant, process: p, front });
   }
   let where: Record<string, string> = {};
@@ -277,10 +262,7 @@ afterAll(async () => {
   }
   await Promise.all(fleet.map((f) => (f.running ? f.terminate() : undefined)));
   await dynamo?.close();
-  for (const [k, v] of Object.entries(savedEnv)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
+  restoreEnv?.();
   // Unset when the suite stopped before starting anything (no chromium).
   if (baseline) await expectNoLeakedResources(baseline);
   work?.remove();
