@@ -8,7 +8,7 @@
  */
 import { mkdtempSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { issuePeerCertificate } from "../../lib/fleet/peer/peer-identity.js";
+import { issuePeerCertificate } from "../../lib/fleet/peer/peer-certificate-issue.js";
 import { loadCa } from "../../lib/pki/ca.js";
 import { writePemFiles } from "../../lib/pki/files.js";
 import { localAwsEnv } from "./local-aws.js";
