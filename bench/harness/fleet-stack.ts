@@ -121,6 +121,8 @@ export async function startFleetInstance(
   peerFiles: PeerFiles,
   p: InstancePorts,
   label: string,
+  /** More flags for the server (the dial-steps scenario's audit log and step metrics). */
+  extraArgs: (label: string) => string[] = () => [],
 ): Promise<TunnelStack> {
   const f = ctx.pki.files;
   const server = new Child(
@@ -155,6 +157,7 @@ export async function startFleetInstance(
       `--health-bind-address=${LOOPBACK}`,
       "--graceful-shutdown-timeout=1s",
       ...KGW_LOG_FLAGS,
+      ...extraArgs(label),
     ],
     env,
   );
@@ -184,7 +187,12 @@ export async function startFleetInstance(
 }
 
 /** `n` instances of one fleet, the tenant's agent on instance `agentOn`. */
-export async function startBenchFleet(ctx: StackContext, n: number, agentOn: number): Promise<BenchFleet> {
+export async function startBenchFleet(
+  ctx: StackContext,
+  n: number,
+  agentOn: number,
+  extraArgs?: (label: string) => string[],
+): Promise<BenchFleet> {
   const dynamoPort = await startDynalite(ctx);
   const env = { ...localAwsEnv(dynamoPort), ...ctx.childEnv };
   const peerFiles = await writePeerFiles(ctx);
@@ -192,7 +200,7 @@ export async function startBenchFleet(ctx: StackContext, n: number, agentOn: num
   const created = await createTenant(ctx, env, ports[agentOn]!.agent);
   const instances: TunnelStack[] = [];
   for (const [i, p] of ports.entries()) {
-    instances.push(await startFleetInstance(ctx, env, peerFiles, p, `kgw-fleet-${i + 1}`));
+    instances.push(await startFleetInstance(ctx, env, peerFiles, p, `kgw-fleet-${i + 1}`, extraArgs));
   }
   const home = instances[agentOn]!;
   const agent = await startKgwAgent(ctx, home, { agentId: TENANT, token: created.agentToken });

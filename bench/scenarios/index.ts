@@ -6,6 +6,7 @@
 import type { Scenario } from "../harness/types.js";
 import { calibration } from "./calibration.js";
 import { dial } from "./dial.js";
+import { dialSteps } from "./dial-steps.js";
 import { fairness } from "./fairness.js";
 import { headOfLine } from "./head-of-line.js";
 import { memory } from "./memory.js";
@@ -20,6 +21,7 @@ export const SCENARIOS: readonly Scenario[] = [
   throughput,
   wan,
   dial,
+  dialSteps,
   headOfLine,
   fairness,
   peerHop,

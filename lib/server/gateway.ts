@@ -27,6 +27,7 @@ import { BackendRegistry } from "./core/backend-registry.js";
 import type { AgentDirectory, Dialer } from "./core/dial-context.js";
 import type { GrpcFrontendSession } from "./core/frontend-session.js";
 import { chooserFor } from "./core/proxy-strategies.js";
+import { markPolicyStep } from "./dial-step-marks.js";
 import {
   DRAIN_POLL_MS,
   DRAIN_SETTLE_MS,
@@ -43,7 +44,7 @@ import { buildInstallListener } from "./listeners/install-listener.js";
 import { ListenerSet } from "./listeners/listener-set.js";
 import type { GatewayPolicy } from "./policy/gateway-policy.js";
 import { releasingOnCancel, releasingOnEnd, unlimitedQuotas } from "./policy/tenant-quotas.js";
-import type { FleetMembership, GatewayRouting } from "./routing.js";
+import { directoryOf, type FleetMembership, type GatewayRouting } from "./routing.js";
 import { GatewayStatus } from "./status/gateway-status.js";
 
 export interface GatewayAddresses {
@@ -128,7 +129,7 @@ export class Gateway {
     this.metrics = metrics;
     this.registry = new BackendRegistry(chooserFor(opts.proxyStrategies));
     this.routing = deps.fleet ?? deps.routing ?? {};
-    this.directory = this.routing.directory?.(this.registry) ?? this.registry;
+    this.directory = directoryOf(this.routing, this.registry, opts.dialStepMetrics);
     const throttle = new RefusalThrottle({
       ...opts.refusalThrottle,
       cooldownMs: REFUSAL_THROTTLE_COOLDOWN_MS,
@@ -146,7 +147,7 @@ export class Gateway {
       openTunnels: () => this.openDials,
       ...(deps.fleet ? { fleet: deps.fleet } : {}),
     });
-    this.policy = this.status.observe(deps.policy);
+    this.policy = markPolicyStep(this.status.observe(deps.policy), opts.dialStepMetrics);
     const { activity } = this.status;
     this.tracking = { sink: audit, tenants: this.tenantMetrics, instance: opts.serverId, activity };
     // Agents connected before the fleet grew (or shrank) are told, as new ones would be.
@@ -270,6 +271,7 @@ export class Gateway {
       endingTunnels: this.endingTunnels,
       log: deps.log,
       metrics,
+      dialStepMetrics: opts.dialStepMetrics,
       refusedFrom: (address) => {
         if (address !== undefined) this.listeners.throttle?.refused(sourceKey(address));
       },
