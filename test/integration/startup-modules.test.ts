@@ -1,7 +1,8 @@
 /**
  * What a server loads on its way to listening (docs/PERFORMANCE.md, `startup`): the certificate
  * code (lib/pki/x509.ts, @peculiar/x509 and reflect-metadata, about a hundred milliseconds to
- * load) is for minting certificates, which no server start does, drop-in or hosted. The modules
+ * load) is for minting certificates, which no server start does, drop-in or hosted; tenant mode's
+ * store, policy and install route are for tenant mode only. The modules
  * `kgw server` imports before it listens are loaded in a fresh process, each resolved module
  * recorded by a resolve hook (Node's module.register), as the CLI test does for `kgw --version`.
  */
@@ -41,28 +42,35 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
+/** Every module a fresh process resolves while importing `modules` of dist/ (and those, too). */
+async function modulesLoaded(name: string, modules: string[]): Promise<string[]> {
+  const trace = path.join(dir, `${name}.txt`);
+  const urls = modules.map((m) => pathToFileURL(path.join(REPO, "dist", m)).href);
+  const script = `for (const u of ${JSON.stringify(urls)}) await import(u);`;
+  const r = await runProcess(
+    process.execPath,
+    ["--import", `data:text/javascript,${encodeURIComponent(REGISTER)}`, "--input-type=module", "-e", script],
+    { env: { KGW_MODULE_TRACE: trace } },
+  );
+  expect(r).toMatchObject({ code: 0, err: "" });
+  const loaded = readFileSync(trace, "utf8").split("\n");
+  // The modules asked for were loaded: the trace works.
+  expect(loaded).toEqual(expect.arrayContaining(urls));
+  return loaded;
+}
+
 describe("a server's start-up", () => {
   it.each(Object.entries(START_PATHS))("%s loads no certificate code", async (mode, modules) => {
-    const trace = path.join(dir, `${mode}.txt`);
-    const urls = modules.map((m) => pathToFileURL(path.join(REPO, "dist", m)).href);
-    const script = `for (const u of ${JSON.stringify(urls)}) await import(u);`;
-    const r = await runProcess(
-      process.execPath,
-      [
-        "--import",
-        `data:text/javascript,${encodeURIComponent(REGISTER)}`,
-        "--input-type=module",
-        "-e",
-        script,
-      ],
-      { env: { KGW_MODULE_TRACE: trace } },
-    );
-    expect(r).toMatchObject({ code: 0, err: "" });
-    const loaded = readFileSync(trace, "utf8").split("\n");
-    // The modules asked for were loaded (the trace works), and nothing of the certificate code.
-    expect(loaded).toEqual(expect.arrayContaining(urls));
+    const loaded = await modulesLoaded(mode, modules);
     expect(loaded.filter((u) => /@peculiar\/x509|reflect-metadata|dist\/lib\/pki\/x509\.js/.test(u))).toEqual(
       [],
     );
+  });
+
+  it("the drop-in loads no tenant store, tenant policy or install route", async () => {
+    const loaded = await modulesLoaded("drop-in-tenancy", START_PATHS["drop-in"]);
+    const tenantMode =
+      /dist\/lib\/(tenancy\/(file-store|dynamo-store)\/|server\/(install\/|policy\/(open-tenant-policy|tenant-policy)\.js))/;
+    expect(loaded.filter((u) => tenantMode.test(u))).toEqual([]);
   });
 });
