@@ -45,6 +45,16 @@ COPY --from=build /src/dist ./dist
 COPY package.json ./
 COPY bin ./bin
 RUN chmod 0755 bin/kgw.js && ln -s /opt/kgw/bin/kgw.js /usr/local/bin/kgw
+# Node's compile cache, built in: a restarted gateway reuses V8's compiled code of dist/ and its
+# dependencies instead of compiling them again (bin/kgw.js; docs/PERFORMANCE.md, `startup`). The
+# root filesystem is read-only at run time (ECS and the agent manifest), so it is filled here. Node
+# keys the cache by the UID that runs it, so it is filled as 65532, then handed to root: the
+# gateway reads it and can never rewrite it.
+ENV NODE_COMPILE_CACHE=/opt/kgw/compile-cache
+RUN --mount=type=bind,source=scripts/fill-compile-cache.mjs,target=/tmp/fill-compile-cache.mjs \
+  install -d -o 65532 -g 65532 "$NODE_COMPILE_CACHE" \
+  && setpriv --reuid=65532 --regid=65532 --clear-groups node /tmp/fill-compile-cache.mjs /opt/kgw/dist \
+  && chown -R root:root "$NODE_COMPILE_CACHE"
 USER 65532:65532
 # 8132 gateway (agents and callers), 8133 admin, 8134 health, 8135 peer, 8443 install route.
 EXPOSE 8132 8133 8134 8135 8443

@@ -41,7 +41,7 @@ import {
 import { BUSY_PORT_ADVICE, LocalProcesses } from "../lib/demo/local-processes.js";
 import { TcpBalancer } from "../lib/demo/tcp-balancer.js";
 import { GatewayError } from "../lib/errors.js";
-import { issuePeerCertificate } from "../lib/fleet/peer/peer-identity.js";
+import { issuePeerCertificate } from "../lib/fleet/peer/peer-certificate-issue.js";
 import { clearPortsFile, writePortsFile } from "../lib/observability/ports-file.js";
 import { createCa } from "../lib/pki/ca.js";
 import { writePemFiles } from "../lib/pki/files.js";

@@ -8,7 +8,7 @@
  */
 import { mkdtempSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { issuePeerCertificate } from "../../lib/fleet/peer/peer-identity.js";
+import { issuePeerCertificate } from "../../lib/fleet/peer/peer-certificate-issue.js";
 import { loadCa } from "../../lib/pki/ca.js";
 import { writePemFiles } from "../../lib/pki/files.js";
 import { localAwsEnv } from "./local-aws.js";
@@ -80,88 +80,127 @@ export async function createTenant(ctx: StackContext, env: Record<string, string
   };
 }
 
-/** `n` instances of one fleet, the tenant's agent on instance `agentOn`. */
-export async function startBenchFleet(ctx: StackContext, n: number, agentOn: number): Promise<BenchFleet> {
-  const dynamoPort = await startDynalite(ctx);
-  const env = { ...localAwsEnv(dynamoPort), ...ctx.childEnv };
+/** The ports of one fleet instance. */
+export interface InstancePorts {
+  agent: number;
+  admin: number;
+  health: number;
+  peer: number;
+}
+
+export async function instancePorts(): Promise<InstancePorts> {
+  return {
+    agent: await freePort(),
+    admin: await freePort(),
+    health: await freePort(),
+    peer: await freePort(),
+  };
+}
+
+/** A peer certificate from the run's CA, as files: every instance of a fleet presents it. */
+export async function writePeerFiles(ctx: StackContext): Promise<PeerFiles> {
   const peer = await issuePeerCertificate(
     loadCa({ certPem: ctx.pki.caPem, keyPem: readFileSync(ctx.pki.files.caKey, "utf8") }),
   );
-  const peerFiles = await writePemFiles(mkdtempSync(path.join(ctx.pki.dir, "peer-")), {
+  return writePemFiles(mkdtempSync(path.join(ctx.pki.dir, "peer-")), {
     "peer.pem": peer.certPem,
     "peer-key.pem": peer.keyPem,
   });
-  const ports = await Promise.all(
-    Array.from({ length: n }, async () => ({
-      agent: await freePort(),
-      admin: await freePort(),
-      health: await freePort(),
-      peer: await freePort(),
-    })),
-  );
-  const created = await createTenant(ctx, env, ports[agentOn]!.agent);
+}
+
+export type PeerFiles = Record<"peer.pem" | "peer-key.pem", string>;
+
+/**
+ * One `kgw server --registry-table` instance of the fleet on the DynamoDB that `env` reaches (as
+ * hosted: tenant mode, peer port), resolved once it is ready in the fleet (listening and holding
+ * its lease, agents or not). `ctx.onServerSpawn` is told of its spawn, as for the other servers.
+ */
+export async function startFleetInstance(
+  ctx: StackContext,
+  env: Record<string, string>,
+  peerFiles: PeerFiles,
+  p: InstancePorts,
+  label: string,
+  /** More flags for the server (the dial-steps scenario's audit log and step metrics). */
+  extraArgs: (label: string) => string[] = () => [],
+): Promise<TunnelStack> {
   const f = ctx.pki.files;
+  const server = new Child(
+    `${label}-server`,
+    ctx.output.fileFor(`${label}-server`),
+    NODE,
+    [
+      KGW_BIN,
+      "server",
+      `--server-id=bench-${label}`,
+      `--registry-table=${TABLE}`,
+      `--tenant-ca-cert=${f.caCert}`,
+      "--tenant-max-tunnels=1000000",
+      "--tenant-dial-rate=100000",
+      "--tenant-dial-burst=1000000",
+      `--agent-port=${p.agent}`,
+      `--agent-bind-address=${LOOPBACK}`,
+      `--cluster-cert=${f.serverCert}`,
+      `--cluster-key=${f.serverKey}`,
+      `--peer-port=${p.peer}`,
+      `--peer-bind-address=${LOOPBACK}`,
+      `--peer-advertise-address=${LOOPBACK}:${p.peer}`,
+      `--peer-cert=${peerFiles["peer.pem"]}`,
+      `--peer-key=${peerFiles["peer-key.pem"]}`,
+      `--peer-ca-cert=${f.caCert}`,
+      // One stream per agent: the agent stays on the instance it was pointed at, so every dial
+      // entering elsewhere crosses exactly one peer hop.
+      "--agent-redundancy=1",
+      `--admin-port=${p.admin}`,
+      `--admin-bind-address=${LOOPBACK}`,
+      `--health-port=${p.health}`,
+      `--health-bind-address=${LOOPBACK}`,
+      "--graceful-shutdown-timeout=1s",
+      ...KGW_LOG_FLAGS,
+      ...extraArgs(label),
+    ],
+    env,
+  );
+  ctx.onServerSpawn?.(server, p.agent);
+  ctx.scope.defer(() => server.stop(8000));
+  const stack: TunnelStack = {
+    label,
+    modes: ["grpc", "connect"],
+    frontendPort: p.agent,
+    agentPort: p.agent,
+    healthPort: p.health,
+    adminPort: p.admin,
+    server,
+    agent: null,
+    delay: null,
+  };
+  await waitUntil(
+    async () => {
+      if (!server.alive) throw new Error("server exited");
+      return (await httpStatus(p.health, "/readyz")) === 200;
+    },
+    START_MS,
+    `${label} /readyz`,
+    () => server.tail(),
+  );
+  return stack;
+}
+
+/** `n` instances of one fleet, the tenant's agent on instance `agentOn`. */
+export async function startBenchFleet(
+  ctx: StackContext,
+  n: number,
+  agentOn: number,
+  extraArgs?: (label: string) => string[],
+): Promise<BenchFleet> {
+  const dynamoPort = await startDynalite(ctx);
+  const env = { ...localAwsEnv(dynamoPort), ...ctx.childEnv };
+  const peerFiles = await writePeerFiles(ctx);
+  const ports = await Promise.all(Array.from({ length: n }, () => instancePorts()));
+  const created = await createTenant(ctx, env, ports[agentOn]!.agent);
   const instances: TunnelStack[] = [];
   for (const [i, p] of ports.entries()) {
-    const label = `kgw-fleet-${i + 1}`;
-    const server = new Child(
-      `${label}-server`,
-      ctx.output.fileFor(`${label}-server`),
-      NODE,
-      [
-        KGW_BIN,
-        "server",
-        `--server-id=bench-${label}`,
-        `--registry-table=${TABLE}`,
-        `--tenant-ca-cert=${f.caCert}`,
-        "--tenant-max-tunnels=1000000",
-        "--tenant-dial-rate=100000",
-        "--tenant-dial-burst=1000000",
-        `--agent-port=${p.agent}`,
-        `--agent-bind-address=${LOOPBACK}`,
-        `--cluster-cert=${f.serverCert}`,
-        `--cluster-key=${f.serverKey}`,
-        `--peer-port=${p.peer}`,
-        `--peer-bind-address=${LOOPBACK}`,
-        `--peer-advertise-address=${LOOPBACK}:${p.peer}`,
-        `--peer-cert=${peerFiles["peer.pem"]}`,
-        `--peer-key=${peerFiles["peer-key.pem"]}`,
-        `--peer-ca-cert=${f.caCert}`,
-        // One stream per agent: the agent stays on the instance it was pointed at, so every dial
-        // entering elsewhere crosses exactly one peer hop.
-        "--agent-redundancy=1",
-        `--admin-port=${p.admin}`,
-        `--admin-bind-address=${LOOPBACK}`,
-        `--health-port=${p.health}`,
-        `--health-bind-address=${LOOPBACK}`,
-        "--graceful-shutdown-timeout=1s",
-        ...KGW_LOG_FLAGS,
-      ],
-      env,
-    );
-    ctx.scope.defer(() => server.stop(8000));
-    const stack: TunnelStack = {
-      label,
-      modes: ["grpc", "connect"],
-      frontendPort: p.agent,
-      agentPort: p.agent,
-      healthPort: p.health,
-      adminPort: p.admin,
-      server,
-      agent: null,
-      delay: null,
-    };
-    // Ready in a fleet: listening and holding its lease, agents or not.
-    await waitUntil(
-      async () => {
-        if (!server.alive) throw new Error("server exited");
-        return (await httpStatus(p.health, "/readyz")) === 200;
-      },
-      START_MS,
-      `${label} /readyz`,
-      () => server.tail(),
-    );
-    instances.push(stack);
+    instances.push(await startFleetInstance(ctx, env, peerFiles, p, `kgw-fleet-${i + 1}`, extraArgs));
   }
   const home = instances[agentOn]!;
   const agent = await startKgwAgent(ctx, home, { agentId: TENANT, token: created.agentToken });

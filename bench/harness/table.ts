@@ -106,6 +106,8 @@ function formatNumber(value: number, unit: Unit): string {
     case "conns/s":
     case "µs/MB":
       return group(value);
+    case "µs":
+      return value >= 10 ? group(value) : value.toFixed(1);
   }
 }
 

@@ -19,6 +19,8 @@ export type Unit =
   | "KiB"
   | "%"
   | "µs/MB"
+  /** Microseconds: one step of a dial (dial-steps). */
+  | "µs"
   | "req/s"
   | "req/dial";
 

@@ -6,12 +6,14 @@
 import type { Scenario } from "../harness/types.js";
 import { calibration } from "./calibration.js";
 import { dial } from "./dial.js";
+import { dialSteps } from "./dial-steps.js";
 import { fairness } from "./fairness.js";
 import { headOfLine } from "./head-of-line.js";
 import { memory } from "./memory.js";
 import { peerHop } from "./peer-hop.js";
 import { rehome } from "./rehome.js";
 import { scale } from "./scale.js";
+import { startup } from "./startup.js";
 import { throughput, wan } from "./throughput.js";
 
 export const SCENARIOS: readonly Scenario[] = [
@@ -19,10 +21,12 @@ export const SCENARIOS: readonly Scenario[] = [
   throughput,
   wan,
   dial,
+  dialSteps,
   headOfLine,
   fairness,
   peerHop,
   rehome,
   memory,
   scale,
+  startup,
 ];

@@ -16,7 +16,7 @@
  */
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { issuePeerCertificate } from "../../lib/fleet/peer/peer-identity.js";
+import { issuePeerCertificate } from "../../lib/fleet/peer/peer-certificate-issue.js";
 import { loadCa } from "../../lib/pki/ca.js";
 import { writePemFiles } from "../../lib/pki/files.js";
 import { createTenant, startDynalite } from "../harness/fleet-stack.js";

@@ -7,7 +7,7 @@
  * (raw.ts, as `memory` does), towards our server's agent port and towards upstream's. Per
  * system, in every round, in fresh processes:
  *  1. time to listen: the server is started LISTEN_SAMPLES times and stopped again; each time,
- *     from the spawn until its agent port accepts a TCP connection (polled every millisecond);
+ *     from the spawn until its agent port accepts a TCP connection (harness/listen.ts);
  *     the figure of the round is the median of those (the first start reads files from disk
  *     cache too: a restart, as after a crash or a roll);
  *  2. one more start; a warm-up batch of agents opened and closed; settle; RSS and CPU read;
@@ -20,7 +20,7 @@
  * would look cheap): a stream that ended fails the measurement.
  */
 
-import { connect } from "node:net";
+import { timeToListen } from "../harness/listen.js";
 import { AGENT_TOKEN } from "../harness/pki.js";
 import type { Child } from "../harness/procs.js";
 import { type AgentStreams, openAgentStreams } from "../harness/raw.js";
@@ -44,9 +44,6 @@ const CONCURRENCY = 32;
 const WARMUP = 100;
 /** Descriptors kept free for everything else a process has open. */
 const FD_RESERVE = 300;
-/** How long a server may take to listen before the sample fails. */
-const LISTEN_WAIT_MS = 20_000;
-const LISTEN_POLL_MS = 1;
 
 export const scale: Scenario = {
   name: "scale",
@@ -69,25 +66,6 @@ interface Sample {
 }
 
 type System = "kgw" | "upstream";
-
-/** Resolves with the ms from `t0` until `port` on loopback accepts a TCP connection. */
-async function timeToListen(server: Child, port: number, t0: number): Promise<number> {
-  const deadline = t0 + LISTEN_WAIT_MS;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = connect({ host: "127.0.0.1", port });
-      s.once("connect", () => {
-        s.destroy();
-        resolve(true);
-      });
-      s.once("error", () => resolve(false));
-    });
-    if (ok) return now() - t0;
-    if (!server.alive) throw new Error(`${server.name} exited before listening\n${server.tail()}`);
-    if (now() > deadline) throw new Error(`${server.name}: not listening within ${LISTEN_WAIT_MS} ms`);
-    await sleep(LISTEN_POLL_MS);
-  }
-}
 
 /** Starts the system's server (no agent) in `scope`; resolves with it and its time to listen. */
 async function startTimed(

@@ -166,6 +166,11 @@ export const SERVER_FLAGS = defineFlags({
     default: "",
     help: "Write one JSON audit record per dial to this file (appended, created 0600, reopened on SIGHUP), or to stdout with -. Off when empty.",
   },
+  "dial-step-metrics": {
+    kind: "bool",
+    default: false,
+    help: "Time each step of every CONNECT dial in kgw_server_dial_step_seconds{step} on /metrics (profiling; off costs nothing).",
+  },
   "tenant-metrics-limit": {
     kind: "int",
     default: 1000,

@@ -70,6 +70,8 @@ export interface ServerOptions {
   portsFile: string | null;
   /** Where audit records go: a file, "-" for stdout, or null for nowhere (the default). */
   auditLog: string | null;
+  /** kgw_server_dial_step_seconds, the dial path's cost per step (lib/observability/dial-steps.ts). */
+  dialStepMetrics: boolean;
   /** Tenants labelled by id in kgw_tenant_* metrics; beyond, tenant="_other". */
   tenantMetricsLimit: number;
   /** Metrics as CloudWatch EMF documents on stdout (--metrics-emf-interval); null: off. */
@@ -211,6 +213,7 @@ export function parseServerOptions(
       logLevel: parseLogLevel(f["log-level"]),
       portsFile: f["ports-file"] || null,
       auditLog: f["audit-log"] || null,
+      dialStepMetrics: f["dial-step-metrics"],
       tenantMetricsLimit: f["tenant-metrics-limit"],
       metricsEmf: parseMetricsEmf(f, f["registry-table"]),
       tenancy,

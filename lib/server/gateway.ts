@@ -12,7 +12,6 @@ import type { AddressInfo, Socket } from "node:net";
 import type { ServerOptions } from "../config/server-options.js";
 import { DrainedError, type GatewayError, ShuttingDownError } from "../errors.js";
 import { ServerMetrics } from "../metrics/server-metrics.js";
-import type { Logger } from "../observability/logger.js";
 import { sourceKey } from "../transport/handshake-gate.js";
 import type { RunningHttpServer } from "../transport/http-endpoints.js";
 import { listenTcp } from "../transport/listen.js";
@@ -27,6 +26,7 @@ import { BackendRegistry } from "./core/backend-registry.js";
 import type { AgentDirectory, Dialer } from "./core/dial-context.js";
 import type { GrpcFrontendSession } from "./core/frontend-session.js";
 import { chooserFor } from "./core/proxy-strategies.js";
+import { markPolicyStep } from "./dial-step-marks.js";
 import {
   CUT_RECORDS_MS,
   DRAIN_POLL_MS,
@@ -35,6 +35,7 @@ import {
   REFUSAL_THROTTLE_COOLDOWN_MS,
   REFUSAL_THROTTLE_MAX_SOURCES,
 } from "./durations.js";
+import type { GatewayAddresses, GatewayDeps } from "./gateway-deps.js";
 import type { ReadinessState } from "./health-routes.js";
 import { startHttpPorts } from "./http-ports.js";
 import { buildAgentListener } from "./listeners/agent-listener.js";
@@ -44,46 +45,8 @@ import { buildInstallListener } from "./listeners/install-listener.js";
 import { ListenerSet } from "./listeners/listener-set.js";
 import type { GatewayPolicy } from "./policy/gateway-policy.js";
 import { releasingOnCancel, releasingOnEnd, unlimitedQuotas } from "./policy/tenant-quotas.js";
-import type { FleetMembership, GatewayRouting } from "./routing.js";
+import { directoryOf, type GatewayRouting } from "./routing.js";
 import { GatewayStatus } from "./status/gateway-status.js";
-
-export interface GatewayAddresses {
-  frontend: AddressInfo | null;
-  uds: string | null;
-  agent: AddressInfo;
-  admin: AddressInfo;
-  health: AddressInfo;
-  /** The fleet peer port (--peer-port); null when off. */
-  peer: AddressInfo | null;
-  /** The install-only TLS port (--install-port); null when off. */
-  install: AddressInfo | null;
-}
-
-export interface GatewayDeps {
-  log: Logger;
-  /**
-   * Authentication and authorization (policy/open-policy.ts picks the drop-in's or the tenant
-   * store's). The gateway closes it when it closes.
-   */
-  policy: GatewayPolicy;
-  /**
-   * Hosted fleet membership (lib/fleet/fleet.ts): where dials go and who serves the peer port
-   * (routing.ts), the serverCount agents are told, readiness (the lease, agents or not) and the
-   * first and last steps of a shutdown.
-   */
-  fleet?: FleetMembership;
-  /**
-   * Without a fleet: where dials go, and who serves --peer-port when it is on (a peer port on its
-   * own, a test's forwarding directory). Ignored when a fleet is given: it brings its own.
-   */
-  routing?: GatewayRouting;
-  metrics?: ServerMetrics;
-  /**
-   * Where each dial's audit record goes. Without one, the gateway opens what --audit-log names
-   * (nothing when it is empty). The gateway closes it when it closes.
-   */
-  audit?: AuditSink;
-}
 
 /** At close, how long the fleet may take to delete the rows of the agents that were here. */
 const FLEET_FLUSH_MS = 2_000;
@@ -129,7 +92,7 @@ export class Gateway {
     this.metrics = metrics;
     this.registry = new BackendRegistry(chooserFor(opts.proxyStrategies));
     this.routing = deps.fleet ?? deps.routing ?? {};
-    this.directory = this.routing.directory?.(this.registry) ?? this.registry;
+    this.directory = directoryOf(this.routing, this.registry, opts.dialStepMetrics);
     const throttle = new RefusalThrottle({
       ...opts.refusalThrottle,
       cooldownMs: REFUSAL_THROTTLE_COOLDOWN_MS,
@@ -147,7 +110,7 @@ export class Gateway {
       openTunnels: () => this.openDials,
       ...(deps.fleet ? { fleet: deps.fleet } : {}),
     });
-    this.policy = this.status.observe(deps.policy);
+    this.policy = markPolicyStep(this.status.observe(deps.policy), opts.dialStepMetrics);
     const [activity, cutting] = [this.status.activity, () => this.closing];
     this.tracking = { sink: audit, tenants: this.tenantMetrics, instance: opts.serverId, activity, cutting };
     // Agents connected before the fleet grew (or shrank) are told, as new ones would be.
@@ -271,6 +234,7 @@ export class Gateway {
       endingTunnels: this.endingTunnels,
       log: deps.log,
       metrics,
+      dialStepMetrics: opts.dialStepMetrics,
       refusedFrom: (address) => {
         if (address !== undefined) this.listeners.throttle?.refused(sourceKey(address));
       },

@@ -11,6 +11,7 @@ import type { ServerMetrics } from "../metrics/server-metrics.js";
 import type { Logger } from "../observability/logger.js";
 import type { BackendRegistry } from "./core/backend-registry.js";
 import type { AgentDirectory, Dialer } from "./core/dial-context.js";
+import { markRoutingSteps } from "./dial-step-marks.js";
 import type { ListenerSet } from "./listeners/listener-set.js";
 import type { InstanceAnswer } from "./status/fleet-status.js";
 import type { InstanceSlice } from "./status/status-model.js";
@@ -63,4 +64,16 @@ export interface FleetMembership extends GatewayRouting {
   drain(): Promise<void>;
   /** Leave the fleet: rows and lease released (within `flushMs`), peer links closed. */
   stop(flushMs: number): Promise<void>;
+}
+
+/**
+ * Where the gateway's dials go: the routing's directory over the local registry, else the
+ * registry itself; with the dial's steps marked around it under --dial-step-metrics.
+ */
+export function directoryOf(
+  routing: GatewayRouting,
+  local: BackendRegistry,
+  markSteps: boolean,
+): AgentDirectory {
+  return markRoutingSteps(routing.directory?.(local) ?? local, markSteps);
 }

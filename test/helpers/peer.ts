@@ -6,7 +6,7 @@
  * unrelated CA, for the tests that must be refused.
  */
 import { parseServerOptions } from "../../lib/config/server-options.js";
-import { issuePeerCertificate } from "../../lib/fleet/peer/peer-identity.js";
+import { issuePeerCertificate } from "../../lib/fleet/peer/peer-certificate-issue.js";
 import { type PeerInstance, PeerLinks, type PeerTimings } from "../../lib/fleet/peer/peer-links.js";
 import { buildPeerListener } from "../../lib/fleet/peer/peer-listener.js";
 import { ServerMetrics } from "../../lib/metrics/server-metrics.js";

@@ -1,7 +1,9 @@
 /** The `kgw` command as a user runs it. */
 
-import { readFileSync } from "node:fs";
+import { execFile } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
+import module from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -103,6 +105,36 @@ export async function resolve(specifier, context, next) {
       expect(
         ours.filter((f) => /lib\/(commands\/(tenant|pki|demo)|server|agent|fleet|tenancy)\//.test(f)),
       ).toEqual([]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("Node's compile cache", () => {
+  // Node ≥22.1 has one; on an older Node bin/kgw.js must run exactly as before.
+  const hasCache = typeof (module as { enableCompileCache?: unknown }).enableCompileCache === "function";
+
+  it("kgw fills it (in the OS temporary directory unless NODE_COMPILE_CACHE says where), and an older Node runs without it", async () => {
+    // NODE_COMPILE_CACHE would make Node enable the cache by itself: the default place is asked for.
+    const dir = await mkdtemp(path.join(tmpdir(), "kgw-compile-cache-"));
+    const { NODE_COMPILE_CACHE: _set, ...env } = process.env;
+    try {
+      const out = await new Promise<string>((resolve, reject) =>
+        execFile(
+          process.execPath,
+          [path.join(REPO, "bin", "kgw.js"), "--version"],
+          { env: { ...env, TMPDIR: dir } },
+          (err, stdout) => (err ? reject(err) : resolve(stdout)),
+        ),
+      );
+      expect(out).toBe(`kgw ${VERSION}\n`);
+      const cache = path.join(dir, "node-compile-cache");
+      const entries = existsSync(cache)
+        ? readdirSync(cache, { recursive: true, withFileTypes: true }).filter((e) => e.isFile())
+        : [];
+      if (hasCache) expect(entries.length).toBeGreaterThan(0);
+      else expect(entries).toEqual([]);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

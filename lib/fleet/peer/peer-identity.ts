@@ -10,9 +10,11 @@
  * for both): a certificate is never read two ways. The client end checks the server's certificate
  * the same way instead of a host name: instances come and go at addresses the registry hands out,
  * and what matters is that the other end is one of the fleet's instances.
+ *
+ * Issuing one is peer-certificate-issue.ts: this file is on every hosted server's start-up path,
+ * and the certificate code (@peculiar/x509) is not needed there.
  */
 import type { PeerCertificate } from "node:tls";
-import { type CaPems, type IssuedCertificate, type IssueOptions, issueCertificate } from "../../pki/issue.js";
 import { type KgwUriRefusal, kgwUriOf } from "../../pki/kgw-uri.js";
 
 export const PEER_IDENTITY_URI = "kgw://fleet/peer";
@@ -45,18 +47,4 @@ export function peerCertificateProblem(cert: PeerCertificate | undefined | null)
 export function checkPeerServerIdentity(_host: string, cert: PeerCertificate): Error | undefined {
   const problem = peerCertificateProblem(cert);
   return problem === null ? undefined : new Error(`the peer's server certificate is refused: ${problem}`);
-}
-
-/**
- * What to issue an instance's peer certificate with (lib/pki/issue.ts): the peer URI, usable as
- * server (its peer port) and client (its own peer links). Names are optional: peers check the
- * URI, not a host name.
- */
-export function peerCertificateOptions(commonName = "kgw-fleet-peer"): IssueOptions {
-  return { commonName, uris: [PEER_IDENTITY_URI], usage: "both" };
-}
-
-/** Issues a fleet peer certificate (and its key) from `ca`, the fleet's peer CA. */
-export function issuePeerCertificate(ca: CaPems, commonName?: string): Promise<IssuedCertificate> {
-  return issueCertificate(ca, peerCertificateOptions(commonName));
 }

@@ -79,6 +79,7 @@ export class DialTracker implements DialObserver, DialTracking {
     // A random id (122 bits): unique without coordination between instances.
     this.context = { ...ctx, dialId: ctx.dialId ?? randomUUID(), observer: this };
     this.series = deps.tenants.dialStarted(ctx.caller.tenant);
+    ctx.steps?.mark("audit");
   }
 
   routed(agentId: string, owner = this.deps.instance): void {

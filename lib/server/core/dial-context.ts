@@ -5,6 +5,7 @@
  * instead of looking at sockets again.
  */
 import type { GatewayError } from "../../errors.js";
+import type { DialSteps } from "../../observability/dial-steps.js";
 import type { DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
 import type { WindowBudget } from "../../tunnel/flow-control.js";
 
@@ -84,6 +85,8 @@ export interface DialContext {
    * tenant's budget of bytes in flight (set per dial by the gateway; absent: no budget).
    */
   readonly windowBudget?: WindowBudget;
+  /** This dial's step clock, with --dial-step-metrics (a CONNECT dial's; lib/observability/dial-steps.ts). */
+  readonly steps?: DialSteps;
 }
 
 /** How a frontend reaches agents: authorization, then the agent directory (or a peer, later). */

@@ -14,6 +14,7 @@ import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { type PeerCertificate, TLSSocket } from "node:tls";
 import { GatewayError, grpcStatusFor } from "../../errors.js";
+import { dialStepMetrics } from "../../metrics/dial-step-metrics.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import { budgetedInfo } from "../../observability/log-budget.js";
 import type { Logger } from "../../observability/logger.js";
@@ -49,6 +50,8 @@ export interface CallerFrontDeps {
    * that a source that keeps being refused is refused more cheaply (refusal-throttle.ts).
    */
   refusedFrom?: (remoteAddress: string | undefined) => void;
+  /** Time each CONNECT dial's steps (--dial-step-metrics; lib/observability/dial-steps.ts). */
+  dialStepMetrics?: boolean;
 }
 
 export interface CallerFront {
@@ -75,6 +78,7 @@ const PROXY_AUTHENTICATE = { "Proxy-Authenticate": 'Bearer realm="kgw"' };
 
 export function createCallerFront(deps: CallerFrontDeps): CallerFront {
   const { metrics } = deps;
+  const startSteps = deps.dialStepMetrics ? dialStepMetrics(metrics) : undefined;
   // One child logger per kind, not per connection: each costs a few hundred bytes.
   const frontendLog = deps.log.child({ component: "frontend" });
   const connectLog = deps.log.child({ component: "connect" });
@@ -172,7 +176,10 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
         metrics,
         onGrpc: (transport) => grpc.accept(transport),
         onConnect: (socket: Socket, request, rest) => {
+          // The request head has been read: the dial's clock starts (its steps: dial-steps.ts).
+          const steps = startSteps?.();
           const caller = authenticate(listener, socket, request.headers.get("proxy-authorization") ?? []);
+          steps?.mark("identity");
           if (caller instanceof GatewayError) {
             refused(listener, caller, socket);
             socket.on("error", () => {});
@@ -192,7 +199,8 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
             socket,
             address: request.target,
             rest,
-            dialer: bindDialer(deps.dialer, { caller, frontend: "connect" }),
+            dialer: bindDialer(deps.dialer, { caller, frontend: "connect", ...(steps ? { steps } : {}) }),
+            steps,
             caller,
             log: connectLog,
             logFailure: logConnectFailure,

@@ -6,6 +6,7 @@
 import type { Socket } from "node:net";
 import { CredentialRevokedError, type GatewayError, isRefusal, toGatewayError } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
+import type { DialSteps } from "../../observability/dial-steps.js";
 import type { BudgetedLog } from "../../observability/log-budget.js";
 import type { Logger } from "../../observability/logger.js";
 import { breakSocket } from "../../transport/break-socket.js";
@@ -41,6 +42,8 @@ export interface ConnectTunnelOptions {
    * the caller, until the socket closes; shutdown waits for them before destroying sockets.
    */
   ending?: Set<Socket>;
+  /** The dial's step clock (--dial-step-metrics): the agent's answer and the first byte end here. */
+  steps?: DialSteps;
 }
 
 /** A CONNECT tunnel being served, as its owner (the caller's credential) sees it. */
@@ -145,13 +148,17 @@ export function serveConnect(opts: ConnectTunnelOptions): ConnectTunnel {
           }
           link = l;
           write(ESTABLISHED);
+          opts.steps?.mark("agent");
           const pending = early;
           early = [];
           for (const chunk of pending) onData(chunk);
           if (earlyBytes >= PRE_DIAL_BUFFER_BYTES) socket.resume();
         },
         dialFailed: fail,
-        deliver: (data, flushed) => write(data, flushed),
+        deliver: (data, flushed) => {
+          opts.steps?.mark("first-byte");
+          return write(data, flushed);
+        },
         onceWritable: (cb) => {
           if (socket.writableNeedDrain) socket.once("drain", cb);
           else queueMicrotask(cb);

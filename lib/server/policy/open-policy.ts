@@ -1,18 +1,14 @@
 /**
  * The policy a server's options ask for: the single-tenant drop-in (credentials from flags and
- * files), or tenants from a tenant store (--tenant-store-dir), whose watch keeps a snapshot of
- * every tenant in memory and is closed with the gateway.
+ * files), or tenants from a tenant store (open-tenant-policy.ts), loaded only then: the tenant
+ * store, the install route and the tenant policy are some forty modules a drop-in server would
+ * otherwise compile on its way to listening (docs/PERFORMANCE.md, `startup`).
  */
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { ServerOptions } from "../../config/server-options.js";
-import { ConfigError } from "../../errors.js";
 import type { ServerMetrics } from "../../metrics/server-metrics.js";
 import type { Logger } from "../../observability/logger.js";
-import { openFileTenantStore } from "../../tenancy/file-store/file-tenant-store.js";
-import type { TenantStore } from "../../tenancy/store.js";
-import { openInstallRoute } from "../install/open-install-route.js";
 import { type GatewayPolicy, type SingleTenantPolicyOptions, singleTenantPolicy } from "./gateway-policy.js";
-import { tenantPolicy } from "./tenant-policy.js";
 
 /** The tenant store's settings, or (null) the drop-in's credentials. */
 export type PolicyOptions = Pick<ServerOptions, "tenancy"> & SingleTenantPolicyOptions;
@@ -26,62 +22,5 @@ export async function openPolicy(
 ): Promise<GatewayPolicy> {
   const tenancy = opts.tenancy;
   if (!tenancy) return singleTenantPolicy(opts);
-  // How the operator named the store, for every error about it.
-  const where =
-    tenancy.store.kind === "dir"
-      ? `--tenant-store-dir ${tenancy.store.dir}`
-      : `--registry-table ${tenancy.store.table}`;
-  let store: TenantStore;
-  try {
-    store =
-      tenancy.store.kind === "dir"
-        ? await openFileTenantStore(tenancy.store.dir)
-        : // Loaded only when used: the AWS SDK slows every other server's start-up.
-          (await import("../../tenancy/dynamo-store/dynamo-tenant-store.js")).openDynamoTenantStore({
-            tableName: tenancy.store.table,
-            ...(dynamo ? { client: dynamo } : {}),
-          });
-  } catch (err) {
-    throw new ConfigError(`${where}: ${(err as Error).message}`, { cause: err });
-  }
-  const watch = store.watch({ intervalMs: tenancy.watchIntervalMs });
-  try {
-    // A server that never read its tenants would refuse everyone: better not to start.
-    await watch.ready;
-  } catch (err) {
-    watch.close();
-    await store.close();
-    throw new ConfigError(`${where}: cannot read the tenants: ${(err as Error).message}`, {
-      cause: err,
-    });
-  }
-  let install: Awaited<ReturnType<typeof openInstallRoute>> | undefined;
-  try {
-    install = tenancy.install ? await openInstallRoute(tenancy.install, { store, log, metrics }) : undefined;
-  } catch (err) {
-    watch.close();
-    await store.close();
-    throw err;
-  }
-  const policy = tenantPolicy({
-    watch,
-    udsTenant: tenancy.udsTenant,
-    recheckIntervalMs: tenancy.watchIntervalMs,
-    defaultQuotas: tenancy.defaultQuotas,
-    log,
-    metrics,
-  });
-  log.info(
-    { store: where, watchIntervalMs: tenancy.watchIntervalMs },
-    "serving the tenants of the tenant store",
-  );
-  return {
-    ...policy,
-    ...(install ? { install } : {}),
-    close: async () => {
-      policy.close();
-      watch.close();
-      await store.close();
-    },
-  };
+  return (await import("./open-tenant-policy.js")).openTenantPolicy(tenancy, log, metrics, dynamo);
 }
