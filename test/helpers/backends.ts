@@ -5,6 +5,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { type AddressInfo, createServer as createNetServer } from "node:net";
 import { Readable } from "node:stream";
@@ -84,13 +85,54 @@ export async function startHttpBackend(): Promise<HttpBackend> {
   };
 }
 
-/** A loopback port with nothing listening on it (bound, then released). */
+/**
+ * A loopback port with nothing listening on it, for a process a test starts later to bind (or for
+ * a dial that must be refused). Not the kernel's pick (listen on port 0, close): that port comes
+ * from the ephemeral range, so the kernel may hand it to anyone's next outgoing connection or
+ * `listen(0)` before the child binds it, which a loaded CI saw as a fleet instance exiting with
+ * EADDRINUSE. These come from below the ephemeral range (ip_local_port_range), where the kernel
+ * never assigns a port by itself, in a band of their own per vitest worker (VITEST_POOL_ID), so
+ * two suites running at once never pick the same one; each is checked free by binding it.
+ */
 export async function closedPort(): Promise<number> {
-  const s = createNetServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
+  const { first, size } = portBand();
+  for (let tries = 0; tries < size; tries++) {
+    const port = first + (nextInBand++ % size);
+    if (await bindable(port)) return port;
+  }
+  throw new Error(`closedPort: no free loopback port in ${first}-${first + size - 1}`);
+}
+
+/** The lowest port of the system's ephemeral range (the kernel's own picks start there). */
+function ephemeralLow(): number {
+  try {
+    const low = Number.parseInt(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8"), 10);
+    return Number.isInteger(low) && low > PORT_FLOOR + BAND_SIZE ? low : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+/** Ports below this are left alone: well-known services and the range people configure by hand. */
+const PORT_FLOOR = 10_000;
+const BAND_SIZE = 400;
+
+function portBand(): { first: number; size: number } {
+  const bands = Math.floor((ephemeralLow() - PORT_FLOOR) / BAND_SIZE);
+  const worker = Number.parseInt(process.env.VITEST_POOL_ID ?? "", 10);
+  const band = (Number.isInteger(worker) ? worker : process.pid) % bands;
+  return { first: PORT_FLOOR + band * BAND_SIZE, size: BAND_SIZE };
+}
+
+/** Where this module's next pick starts: spread per process, so a worker's next file starts elsewhere. */
+let nextInBand = (process.pid * 37) % BAND_SIZE;
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createNetServer();
+    s.once("error", () => resolve(false));
+    s.listen({ port, host: "127.0.0.1", exclusive: true }, () => s.close(() => resolve(true)));
+  });
 }
 
 /**

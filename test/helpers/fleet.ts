@@ -66,7 +66,10 @@ export class FleetInstance {
     this.exited = new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
     await waitUntil(
       async () => {
-        if (child.exitCode !== null) throw new Error(`${this.id} exited with ${child.exitCode}`);
+        if (child.exitCode !== null) {
+          const tail = this.log().trim().split("\n").slice(-5).join("\n");
+          throw new Error(`${this.id} exited with ${child.exitCode}; its log ends:\n${tail}`);
+        }
         return (await this.readyz()) === 200;
       },
       timeoutMs,
