@@ -12,6 +12,7 @@ import { memory } from "./memory.js";
 import { peerHop } from "./peer-hop.js";
 import { rehome } from "./rehome.js";
 import { scale } from "./scale.js";
+import { scaleBurst } from "./scale-burst.js";
 import { throughput, wan } from "./throughput.js";
 
 export const SCENARIOS: readonly Scenario[] = [
@@ -25,4 +26,5 @@ export const SCENARIOS: readonly Scenario[] = [
   rehome,
   memory,
   scale,
+  scaleBurst,
 ];
