@@ -27,6 +27,7 @@ const REFUSAL_REASONS = [
   "handshakes_in_progress",
   "handshakes_per_source",
   "handshake_rate",
+  "handshake_wait",
   "source_throttled",
   "tls",
 ];
