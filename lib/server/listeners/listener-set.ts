@@ -137,9 +137,12 @@ export class ListenerSet {
     });
   }
 
-  /** TLS handshakes under way on every listener (shutdown waits for them). */
+  /**
+   * TLS handshakes under way on every listener, and connections waiting for theirs to start:
+   * accepted before the listeners closed, they are served too (shutdown waits for them).
+   */
   get handshakesInProgress(): number {
-    return this.gates.reduce((n, g) => n + g.inProgress, 0);
+    return this.gates.reduce((n, g) => n + g.inProgress + g.waiting, 0);
   }
 
   /** Stop accepting: listeners close, gRPC sessions get GOAWAY; open connections go on. */
