@@ -245,24 +245,29 @@ export class HandshakeGate {
   }
 
   /**
-   * Starts the handshakes of waiting connections while the bounds allow, one source after
-   * another, each taking its turn.
+   * Starts the handshakes of waiting connections while the bounds allow, sources taking turns.
+   * A source held back by its own limit passes its turn; once every source has passed in a row,
+   * or the listener's limit or the rate holds, it stops. Each start costs O(1), each pass too,
+   * and at most maxInProgress / maxPerSource sources can be held back by their own limit.
    */
   private pump(): void {
-    for (let started = true; started && this.line.size > 0; ) {
-      started = false;
-      for (const source of this.line.sources()) {
-        const bound = this.bound(source);
-        if (bound === "handshakes_per_source") continue;
-        if (bound !== null) {
-          this.schedule();
-          return;
-        }
-        const entry = this.line.take(source)!;
-        this.forget(entry);
-        this.begin(entry.raw, source);
-        started = true;
+    let passed = 0;
+    while (passed < this.line.sourceCount) {
+      const source = this.line.next()!;
+      const bound = this.bound(source);
+      if (bound === "handshakes_per_source") {
+        this.line.pass(source);
+        passed++;
+        continue;
       }
+      if (bound !== null) {
+        this.schedule();
+        return;
+      }
+      const entry = this.line.take(source)!;
+      this.forget(entry);
+      this.begin(entry.raw, source);
+      passed = 0;
     }
   }
 

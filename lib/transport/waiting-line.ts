@@ -37,9 +37,22 @@ export class WaitingLine<T extends { readonly source: string }> {
     return true;
   }
 
-  /** The sources with entries waiting, in the order their turn comes (a snapshot). */
-  sources(): string[] {
-    return [...this.bySource.keys()];
+  /** Sources with entries waiting. */
+  get sourceCount(): number {
+    return this.bySource.size;
+  }
+
+  /** The source whose turn it is, if any waits. */
+  next(): string | undefined {
+    return this.bySource.keys().next().value;
+  }
+
+  /** Passes `source`'s turn: its next comes after every other source's. */
+  pass(source: string): void {
+    const line = this.bySource.get(source);
+    if (!line) return;
+    this.bySource.delete(source);
+    this.bySource.set(source, line);
   }
 
   /**
