@@ -137,7 +137,7 @@ export const SERVER_FLAGS = defineFlags({
   "max-tls-handshake-burst": {
     kind: "int",
     // A cluster's worth: 2,000 agents reconnecting at once start as fast as the thread completes
-    // their handshakes (2.5-3.5 s of it), not at the rate; a longer storm is paced after them.
+    // their handshakes (2.4-3.2 s of it), not at the rate; a longer storm is paced after them.
     default: 2048,
     help: "TLS handshakes per listener that may start at once after a quiet spell, beyond which --max-tls-handshake-rate paces them (the size of its token bucket; 0: one second's worth).",
   },
