@@ -135,19 +135,6 @@ export class HandshakeGate {
         : null;
   }
 
-  /**
-   * Connections this gate refused (reset before TLS). Node's TLS server then reports each as a
-   * failed handshake too: `refusedHere` lets that report be told apart, so that one connection is
-   * counted (and throttled) once, under the gate's reason. Weak: a refused socket is forgotten
-   * with it.
-   */
-  private readonly refused = new WeakSet<Socket>();
-
-  /** Whether `raw` (the TCP socket under a TLS socket) is one this gate refused. */
-  refusedHere(raw: Socket | null): boolean {
-    return raw !== null && this.refused.has(raw);
-  }
-
   /** Handshakes under way right now. */
   get inProgress(): number {
     return this.total;
@@ -195,8 +182,8 @@ export class HandshakeGate {
 
   private refuse(raw: Socket, reason: HandshakeRefusal): void {
     this.hooks.refused(reason);
-    this.refused.add(raw);
-    // Nothing to say to a client before TLS; the TLS layer above sees the reset and lets go.
+    // Nothing to say to a client before TLS. Node's TLS server never had this connection, so it
+    // is counted once, here, under the gate's reason (not again as a failed handshake).
     raw.resetAndDestroy();
   }
 

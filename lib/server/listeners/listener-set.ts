@@ -17,7 +17,7 @@ import {
 } from "../../transport/handshake-gate.js";
 import { Http2PeerWatch } from "../../transport/http2-peer-watch.js";
 import { closeServer } from "../../transport/listen.js";
-import { tcpPeerGone, tlsTransport } from "../../transport/node-internals.js";
+import { tcpPeerGone } from "../../transport/node-internals.js";
 import type { RefusalThrottle } from "../../transport/refusal-throttle.js";
 import { SocketTracker } from "../../transport/socket-tracker.js";
 import { PEER_WATCH_STALL_MS, PEER_WATCH_TICK_MS } from "../durations.js";
@@ -127,8 +127,6 @@ export class ListenerSet {
       // Node reports a failed or timed-out handshake here and then leaves the socket open for
       // as long as the client likes: close it, or half-open handshakes pile up without bound.
       socket.destroy();
-      // A connection the gate refused was counted there, under its reason: not again as "tls".
-      if (gate.refusedHere(tlsTransport(socket))) return;
       this.metrics.rejectedConnections.inc({ listener: name, reason: "tls" });
       // A failed handshake cost as much as a good one: a source failing over and over (a
       // certificate we refuse, in a loop) is throttled as a refused caller is.
