@@ -95,6 +95,15 @@ interface Waiting {
 
 const ignoreError = () => {};
 
+/**
+ * What a waiting connection may have sent before its handshake starts. A ClientHello takes 0.5-2
+ * KiB (with post-quantum key shares and a resumption ticket, under 4 KiB); more is not a client
+ * waiting for TLS, and would be memory the gate holds for it: Node keeps reading an accepted
+ * socket into its buffer (up to 64 KiB and a read's worth). Over this the connection is reset:
+ * 2,048 waiting then hold at most about 25 MB, sent bytes and sockets together.
+ */
+const MAX_WAITING_BYTES = 8 * 1024;
+
 export class HandshakeGate {
   private total = 0;
   private readonly bySource = new Map<string, number>();
@@ -199,8 +208,18 @@ export class HandshakeGate {
     const gone = () => {
       if (this.leave(entry)) this.pump();
     };
-    entry.leave = () => raw.off("close", gone);
+    // Paused mode: what it sends stays in its buffer for TLS to read when its turn comes.
+    const sent = () => {
+      if (raw.readableLength <= MAX_WAITING_BYTES || !this.leave(entry)) return;
+      this.refuse(raw, "handshake_wait");
+      this.pump();
+    };
+    entry.leave = () => {
+      raw.off("close", gone);
+      raw.off("readable", sent);
+    };
     raw.once("close", gone);
+    raw.on("readable", sent);
     entry.timer = setTimeout(() => {
       entry.timer = null;
       if (!this.leave(entry)) return;

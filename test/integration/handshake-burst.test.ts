@@ -113,7 +113,7 @@ async function burst(t: TestGateway, n: number): Promise<{ handshaken: number; r
 }
 
 /** `n` connections from `from` to `port` that never send a byte; counts those the server closed. */
-function silentFlood(port: number, n: number, from: string): { closed(): number } {
+function silentFlood(port: number, n: number, from: string): { sockets: Socket[]; closed(): number } {
   let closed = 0;
   const sockets: Socket[] = [];
   for (let i = 0; i < n; i++) {
@@ -125,7 +125,7 @@ function silentFlood(port: number, n: number, from: string): { closed(): number 
   cleanup.push(() => {
     for (const s of sockets) s.destroy();
   });
-  return { closed: () => closed };
+  return { sockets, closed: () => closed };
 }
 
 /** The connections `listener` refused or closed before TLS, by reason. */
@@ -191,5 +191,26 @@ describe("a flood that never finishes its handshakes, from one address", () => {
     expect((by.tls ?? 0) + (by.handshake_wait ?? 0)).toBe(24);
     expect(by.handshake_wait).toBeGreaterThan(0);
     expect(await gauge(t, "tlsHandshakesWaiting", "agent")).toBe(0);
+  });
+
+  it("closes a waiting connection that sends more than a ClientHello, and keeps one that does not", async () => {
+    const t = await gateway(["--max-tls-handshakes-per-source=1"]);
+    const port = t.gw.addresses.agent.port;
+    silentFlood(port, 1, "127.0.0.2"); // holds the source's one slot
+    await waitFor(async () => (await gauge(t, "tlsHandshakes", "agent")) === 1, 5000, "the slot held");
+    // The first bytes of a ClientHello (a 512-byte record, unfinished), then 20 KiB more.
+    const hello = Buffer.alloc(300);
+    Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03]).copy(hello);
+    const [polite, greedy] = silentFlood(port, 2, "127.0.0.2").sockets;
+    polite!.write(hello);
+    greedy!.write(Buffer.concat([hello, Buffer.alloc(20 * 1024)]));
+    let greedyClosed = false;
+    greedy!.once("close", () => {
+      greedyClosed = true;
+    });
+    await waitFor(() => greedyClosed, 5000, "the connection that sent too much closed");
+    expect(await rejectedBy(t, "agent")).toEqual({ handshake_wait: 1 });
+    expect(await gauge(t, "tlsHandshakesWaiting", "agent")).toBe(1);
+    expect(polite!.destroyed).toBe(false);
   });
 });
