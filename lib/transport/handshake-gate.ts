@@ -1,7 +1,7 @@
 /**
  * Bounds the TLS handshakes a listener has in progress, in total and per source, and how many
- * start each second; connections over a bound wait their turn, accepted but not yet read, for a
- * bounded time and in a bounded number.
+ * start each second; connections over a bound wait their turn, accepted but TLS not started, for
+ * a bounded time and in a bounded number.
  *
  * A handshake is the costliest thing an unauthenticated client can make us do: a socket, a few
  * tens of KiB of OpenSSL state, and CPU for the key exchange. Without a bound, clients that open
@@ -11,7 +11,8 @@
  * `maxPerSource`, and `maxNewPerSecond` start a second (a token bucket holding `burst`).
  *
  * A connection over one of those bounds is not refused: it waits, costing a descriptor and the
- * few hundred bytes of its ClientHello, no TLS state and no CPU, until its handshake may start,
+ * few hundred bytes of its ClientHello (more than MAX_WAITING_BYTES and it is reset), no TLS
+ * state and no CPU, until its handshake may start,
  * at most `waitMs`; sources take turns (waiting-line.ts). A large cluster behind one NAT address
  * reconnecting at once looks, before TLS, exactly like a flood from one address: waiting serves
  * it at the speed the bounds allow, where resetting the excess made most of it retry seconds
@@ -100,7 +101,7 @@ const ignoreError = () => {};
  * KiB (with post-quantum key shares and a resumption ticket, under 4 KiB); more is not a client
  * waiting for TLS, and would be memory the gate holds for it: Node keeps reading an accepted
  * socket into its buffer (up to 64 KiB and a read's worth). Over this the connection is reset:
- * 2,048 waiting then hold at most about 25 MB, sent bytes and sockets together.
+ * 2,048 waiting then hold about 30 MB at most, sent bytes and sockets together (measured).
  */
 const MAX_WAITING_BYTES = 8 * 1024;
 
