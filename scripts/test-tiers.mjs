@@ -39,10 +39,16 @@ function run(tier) {
     );
     child.on("exit", (code, signal) => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      let counts = { passed: 0, failed: 0 };
+      let counts = { passed: 0, failed: 0, failedSuites: 0 };
       try {
         const report = JSON.parse(readFileSync(outputFile, "utf8"));
-        counts = { passed: report.numPassedTests, failed: report.numFailedTests };
+        // A suite whose beforeAll fails skips its tests: counted here, or the summary would say
+        // "0 failed" under a FAILED tier.
+        counts = {
+          passed: report.numPassedTests,
+          failed: report.numFailedTests,
+          failedSuites: report.numFailedTestSuites ?? 0,
+        };
       } catch {
         // No report: vitest failed before running anything (a config or import error); the
         // exit code below says so.
@@ -69,5 +75,7 @@ const total = results.reduce((a, r) => ({ passed: a.passed + r.passed, failed: a
 });
 const seconds = results.reduce((a, r) => a + r.seconds, 0);
 process.stdout.write(`${line(["all".padEnd(12), seconds.toFixed(1), total.passed, total.failed, ""])}\n\n`);
-process.stdout.write(`tests: ${total.passed} passed, ${total.failed} failed\n`);
+const failedSuites = results.reduce((n, r) => n + r.failedSuites, 0);
+const suites = failedSuites > 0 ? `, ${failedSuites} test files failed` : "";
+process.stdout.write(`tests: ${total.passed} passed, ${total.failed} failed${suites}\n`);
 process.exitCode = results.every((r) => r.code === 0 && r.passed > 0) ? 0 : 1;
