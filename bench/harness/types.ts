@@ -22,9 +22,7 @@ export type Unit =
   /** Microseconds: one step of a dial (dial-steps). */
   | "µs"
   | "req/s"
-  | "req/dial"
-  /** A count of agents (connections refused on their first try, say). */
-  | "agents";
+  | "req/dial";
 
 /** Which way is good for a row: throughput up, latency and memory down. */
 export type Better = "higher" | "lower";

@@ -13,7 +13,6 @@ import { memory } from "./memory.js";
 import { peerHop } from "./peer-hop.js";
 import { rehome } from "./rehome.js";
 import { scale } from "./scale.js";
-import { scaleBurst } from "./scale-burst.js";
 import { startup } from "./startup.js";
 import { throughput, wan } from "./throughput.js";
 
@@ -30,5 +29,4 @@ export const SCENARIOS: readonly Scenario[] = [
   memory,
   scale,
   startup,
-  scaleBurst,
 ];
