@@ -8,7 +8,7 @@ import { normalizeSerial } from "../../tenancy/tenant-uri.js";
 import { type ConfirmationRequest, confirm, notConfirmedMessage } from "../confirm.js";
 import { EXIT } from "../exit-codes.js";
 import type { TenantCommand } from "./parse-tenant-command.js";
-import type { Io } from "./run-tenant-command.js";
+import type { Io } from "./tenant-io.js";
 
 /** A credential id as typed, or as a serial printed with colons or leading zeros (openssl does both). */
 export function credentialIdIn(record: TenantRecord, typed: string): string {

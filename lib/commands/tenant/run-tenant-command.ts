@@ -30,7 +30,7 @@ import {
 } from "../../tenancy/operations.js";
 import type { TenantStore } from "../../tenancy/store.js";
 import { type GeneratedToken, generateToken } from "../../tenancy/tokens.js";
-import { NO_TERMINAL, type Prompter } from "../confirm.js";
+import { NO_TERMINAL } from "../confirm.js";
 import { EXIT, exitCodeFor } from "../exit-codes.js";
 import { confirmOrSay, credentialIdIn } from "./confirm-change.js";
 import { loadAgentBundleOptions, loadBundleOptions, readCaSecret } from "./load-bundle-options.js";
@@ -49,15 +49,7 @@ import {
   tenantTable,
 } from "./render.js";
 import { showTenant } from "./show-tenant.js";
-
-export interface TenantCliIo {
-  out(text: string): void;
-  err(text: string): void;
-  /** The clock; tests move it. */
-  now?: () => Date;
-  /** Who confirms delete and revoke without --yes; default: nobody (they refuse). */
-  prompter?: Prompter;
-}
+import type { Io, TenantCliIo } from "./tenant-io.js";
 
 /** Exit codes: lib/commands/exit-codes.ts (0 done, 1 failed, 2 usage, 3 not found, 4 already so, 5 not confirmed). */
 export async function runTenantCommand(command: TenantCommand, io: TenantCliIo): Promise<number> {
@@ -76,8 +68,6 @@ export async function runTenantCommand(command: TenantCommand, io: TenantCliIo):
     await store?.close();
   }
 }
-
-export type Io = Required<TenantCliIo>;
 
 async function execute(command: TenantCommand, store: TenantStore, io: Io): Promise<number> {
   const print = printer(command.output, io);

@@ -17,7 +17,7 @@ import { DEFAULT_STATUS_TIMEOUT_MS } from "../status/parse-status-command.js";
 import { activityLines, agentsTable, cell, header } from "../status/render-status.js";
 import type { TenantCommand } from "./parse-tenant-command.js";
 import { type PublicCredential, publicTenant, tenantDetails } from "./render.js";
-import type { Io } from "./run-tenant-command.js";
+import type { Io } from "./tenant-io.js";
 
 type ShowCommand = Extract<TenantCommand, { name: "show" }>;
 
