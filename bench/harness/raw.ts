@@ -132,7 +132,6 @@ export async function openAgentStreams(
 ): Promise<AgentStreams> {
   if (opts.transport === "tunnel") return openTunnelAgents(pki, agentPort, opts);
   const sessions: ClientHttp2Session[] = [];
-  const streams: ClientHttp2Stream[] = [];
   const ended = { n: 0 };
   return openAll(
     opts,
@@ -141,41 +140,57 @@ export async function openAgentStreams(
       for (const s of sessions) s.destroy();
     },
     async (i) => {
-      const session = http2Connect(`https://${LOOPBACK}:${agentPort}`, {
-        ca: pki.caPem,
-        cert: pki.agentCertPem,
-        key: pki.agentKeyPem,
-        servername: "localhost",
-      });
-      session.on("error", () => {});
-      sessions.push(session);
-      const stream = session.request(
-        {
-          ":method": "POST",
-          ":path": "/AgentService/Connect",
-          "content-type": "application/grpc",
-          te: "trailers",
-          agentid: `${opts.idPrefix}-${i}`,
-          authorization: `Bearer ${opts.token}`,
-        },
-        { endStream: false },
-      );
-      stream.on("error", () => {});
-      stream.once("close", () => ended.n++);
-      streams.push(stream);
-      await withTimeout(
-        new Promise<void>((resolve, reject) => {
-          stream.once("response", (headers) => {
-            if (headers.serverid) resolve();
-            else reject(new Error(`agent stream refused: ${JSON.stringify(headers)}`));
-          });
-          stream.once("close", () => reject(new Error("agent stream closed")));
-        }),
-        AGENT_STREAM_WAIT_MS,
-        "agent stream",
-      );
+      const agent = connectGrpcAgent(pki, agentPort, `${opts.idPrefix}-${i}`, opts.token);
+      sessions.push(agent.session);
+      agent.stream.once("close", () => ended.n++);
+      await agent.registered;
     },
   );
+}
+
+/**
+ * One upstream-style agent: a TLS connection of its own, HTTP/2, AgentService.Connect.
+ * `registered` resolves once the server answered with its serverID header and rejects when the
+ * connection or the stream ends first (a refused connection: reset before TLS, or refused in
+ * the handshake) or after AGENT_STREAM_WAIT_MS.
+ */
+export function connectGrpcAgent(
+  pki: BenchPki,
+  agentPort: number,
+  agentId: string,
+  token: string,
+): { session: ClientHttp2Session; stream: ClientHttp2Stream; registered: Promise<void> } {
+  const session = http2Connect(`https://${LOOPBACK}:${agentPort}`, {
+    ca: pki.caPem,
+    cert: pki.agentCertPem,
+    key: pki.agentKeyPem,
+    servername: "localhost",
+  });
+  session.on("error", () => {});
+  const stream = session.request(
+    {
+      ":method": "POST",
+      ":path": "/AgentService/Connect",
+      "content-type": "application/grpc",
+      te: "trailers",
+      agentid: agentId,
+      authorization: `Bearer ${token}`,
+    },
+    { endStream: false },
+  );
+  stream.on("error", () => {});
+  const registered = withTimeout(
+    new Promise<void>((resolve, reject) => {
+      stream.once("response", (headers) => {
+        if (headers.serverid) resolve();
+        else reject(new Error(`agent stream refused: ${JSON.stringify(headers)}`));
+      });
+      stream.once("close", () => reject(new Error("agent stream closed")));
+    }),
+    AGENT_STREAM_WAIT_MS,
+    "agent stream",
+  );
+  return { session, stream, registered };
 }
 
 const AGENT_STREAM_WAIT_MS = 30_000;

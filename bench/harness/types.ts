@@ -22,7 +22,9 @@ export type Unit =
   /** Microseconds: one step of a dial (dial-steps). */
   | "µs"
   | "req/s"
-  | "req/dial";
+  | "req/dial"
+  /** A count of agents (connections refused on their first try, say). */
+  | "agents";
 
 /** Which way is good for a row: throughput up, latency and memory down. */
 export type Better = "higher" | "lower";

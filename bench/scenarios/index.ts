@@ -13,6 +13,7 @@ import { memory } from "./memory.js";
 import { peerHop } from "./peer-hop.js";
 import { rehome } from "./rehome.js";
 import { scale } from "./scale.js";
+import { scaleBurst } from "./scale-burst.js";
 import { startup } from "./startup.js";
 import { throughput, wan } from "./throughput.js";
 
@@ -29,4 +30,5 @@ export const SCENARIOS: readonly Scenario[] = [
   memory,
   scale,
   startup,
+  scaleBurst,
 ];

@@ -111,21 +111,35 @@ export const SERVER_FLAGS = defineFlags({
   "max-tls-handshakes": {
     kind: "int",
     default: 1024,
-    help: "TLS handshakes in progress per listener (agent port, frontend) beyond which new connections are closed (0: no limit).",
+    help: "TLS handshakes in progress per listener (agent port, frontend); a new connection beyond it waits its turn (--max-tls-handshakes-waiting), or is closed when nothing may wait (0: no limit).",
   },
   "max-tls-handshakes-per-source": {
     kind: "int",
     default: 64,
-    help: "TLS handshakes in progress from one source address (IPv6: one /64) per listener (0: no limit).",
+    help: "TLS handshakes in progress from one source address (IPv6: one /64) per listener; a new connection beyond it waits its turn, behind the others of its source (0: no limit).",
+  },
+  "max-tls-handshakes-waiting": {
+    kind: "int",
+    // A large cluster behind one NAT address reconnecting at once: 2,000 agents need about as
+    // many places to wait (docs/CONFIGURATION.md). Each costs a descriptor and its ClientHello.
+    default: 2048,
+    help: "Connections per listener that wait, accepted, for their TLS handshake to start while a handshake limit holds them back (at most --tls-handshake-timeout; at most a quarter of the process's open-files limit); beyond it they are closed at once (0: none wait).",
   },
   "max-tls-handshake-rate": {
     kind: "int",
     // About 1 ms of CPU for the handshake and 2.2 ms for a whole agent registration, on the one
-    // thread that serves everything: 300 a second keeps the handshakes of a reconnect storm to a third to
-    // half of that thread, about what one instance sustains of CONNECT dials (4.4 ms each) besides
-    // (docs/CONFIGURATION.md, docs/PERFORMANCE.md).
+    // thread that serves everything: 300 a second keeps the handshakes of a sustained reconnect
+    // storm to a third to half of that thread, about what one instance sustains of CONNECT dials
+    // (4.4 ms each) besides (docs/CONFIGURATION.md, docs/PERFORMANCE.md).
     default: 300,
-    help: "New TLS handshakes a second per listener (a token bucket holding one second's worth); connections over it are reset before TLS and clients retry with their backoff (0: no limit).",
+    help: "New TLS handshakes a second per listener, once --max-tls-handshake-burst is spent (a token bucket); connections over it wait their turn, or are reset before TLS when nothing may wait (0: no limit).",
+  },
+  "max-tls-handshake-burst": {
+    kind: "int",
+    // A cluster's worth: 2,000 agents reconnecting at once start as fast as the thread completes
+    // their handshakes (2.4-3.2 s of it), not at the rate; a longer storm is paced after them.
+    default: 2048,
+    help: "TLS handshakes per listener that may start at once after a quiet spell, beyond which --max-tls-handshake-rate paces them (the size of its token bucket; 0: one second's worth).",
   },
   "refusal-throttle-threshold": {
     kind: "int",

@@ -56,7 +56,16 @@ export interface ServerOptions {
     livenessTimeoutMs: number;
   };
   /** Per TLS listener (lib/transport/handshake-gate.ts). */
-  handshakes: { timeoutMs: number; maxInProgress: number; maxPerSource: number; maxNewPerSecond: number };
+  handshakes: {
+    timeoutMs: number;
+    maxInProgress: number;
+    maxPerSource: number;
+    maxNewPerSecond: number;
+    /** The rate's bucket (0: one second's worth). */
+    burst: number;
+    /** Connections that may wait for their handshake to start (0: none). */
+    maxWaiting: number;
+  };
   /** Sources that keep being refused (lib/transport/refusal-throttle.ts); threshold 0: off. */
   refusalThrottle: { threshold: number; handshakesPerSecond: number };
   admin: { port: number; host: string };
@@ -156,6 +165,8 @@ export function parseServerOptions(
     "max-tls-handshakes",
     "max-tls-handshakes-per-source",
     "max-tls-handshake-rate",
+    "max-tls-handshake-burst",
+    "max-tls-handshakes-waiting",
     "refusal-throttle-threshold",
   ] as const) {
     if (f[name] < 0) throw new ConfigError(`--${name} must not be negative`);
@@ -199,6 +210,8 @@ export function parseServerOptions(
         maxInProgress: f["max-tls-handshakes"],
         maxPerSource: f["max-tls-handshakes-per-source"],
         maxNewPerSecond: f["max-tls-handshake-rate"],
+        burst: f["max-tls-handshake-burst"],
+        maxWaiting: f["max-tls-handshakes-waiting"],
       },
       refusalThrottle: {
         threshold: f["refusal-throttle-threshold"],

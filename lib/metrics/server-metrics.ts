@@ -117,6 +117,12 @@ export class ServerMetrics {
     labelNames: ["listener"] as const,
     registers: [this.registry],
   });
+  readonly tlsHandshakesWaiting = new Gauge({
+    name: "kgw_server_tls_handshakes_waiting",
+    help: "Connections waiting for their TLS handshake to start, by listener (bounded by --max-tls-handshakes-waiting).",
+    labelNames: ["listener"] as const,
+    registers: [this.registry],
+  });
 
   /** Sources whose new connections are rate-limited (lib/transport/refusal-throttle.ts). */
   readonly throttledSources = new Gauge({

@@ -1,6 +1,6 @@
 /**
  * Every use of Node's undocumented internals, in one place, and a self-check that they are still
- * there. Three debts, each for a failure Node gives no public way to handle:
+ * there. Four debts, each for a need Node gives no public way to meet:
  *
  * - `_parent`: the TCP socket a server-side TLS socket was made from (`tlsTransport`). Resetting
  *   it is the only way to end a TLS connection with an RST (reset-socket.ts), and writing to it
@@ -10,6 +10,11 @@
  *   write is told apart (http2-peer-watch.ts, lib/agent/transports/grpc-socket-watch.ts).
  * - Client sockets published on the `net.client.socket` diagnostics channel
  *   (`onClientSockets`): the only way to reach the connections grpc-js makes for the agent.
+ * - A TLS server starts TLS on a connection from its one `connection` listener, the one its
+ *   constructor adds (`takeTlsStart`); Node documents that emitting `connection` hands it a
+ *   connection, not that the listener can be taken out and called later. Taking it is the only
+ *   way to accept a connection and start its handshake later (handshake-gate.ts: a burst waits
+ *   its turn instead of being reset).
  *
  * `checkNodeInternals` runs once at start-up (`kgw server`, `kgw agent`): on a Node version where
  * one of them changed, the process refuses to start, naming the Node version and the internal,
@@ -20,7 +25,7 @@ import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { connect as netConnect, Socket } from "node:net";
 import { constants as osConstants } from "node:os";
 import type { Duplex } from "node:stream";
-import { TLSSocket } from "node:tls";
+import { createServer as createTlsServer, TLSSocket, type Server as TlsServer } from "node:tls";
 
 /** The TCP socket under a server-side TLS socket, when Node still exposes it as it does today. */
 export function tlsTransport(socket: TLSSocket): Socket | null {
@@ -47,6 +52,20 @@ export function tcpPeerGone(socket: Duplex): boolean {
   return handle.getpeername({}) === -osConstants.errno.ENOTCONN;
 }
 
+/**
+ * Takes out `server`'s `connection` listeners, as they are when called (before the server
+ * listens: Node's own, which starts TLS), and returns a function that runs them on a connection:
+ * the connection's handshake starts when that is called. A plain emitter (a test's fake server)
+ * has none, and gets a function that does nothing.
+ */
+export function takeTlsStart(server: TlsServer): (socket: Socket) => void {
+  const listeners = server.listeners("connection") as ((socket: Socket) => void)[];
+  server.removeAllListeners("connection");
+  return (socket) => {
+    for (const l of listeners) l.call(server, socket);
+  };
+}
+
 const NET_CLIENT_SOCKET = "net.client.socket";
 
 /**
@@ -69,6 +88,13 @@ export interface InternalProbe {
 }
 
 export const NODE_INTERNALS: readonly InternalProbe[] = [
+  {
+    internal: "tls.Server's connection listener",
+    check() {
+      const n = createTlsServer().listenerCount("connection");
+      return n === 1 ? null : `a new TLS server has ${n} connection listeners, not the one that starts TLS`;
+    },
+  },
   {
     internal: "TLSSocket._parent",
     check() {

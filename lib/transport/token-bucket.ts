@@ -2,8 +2,8 @@
  * A token bucket: `ratePerSecond` tokens a second, up to `burst` saved up. Used to bound how many
  * new TLS handshakes a listener starts per second (handshake-gate.ts): a reconnect storm after an
  * instance dies then costs the survivors a bounded share of their CPU, and the connections over
- * the rate are reset at accept, before TLS, which costs microseconds; agents retry with their
- * backoff. Pure: the clock is injected.
+ * the rate wait for a token before their handshake starts (or, with nowhere to wait, are reset
+ * at accept, before TLS, which costs microseconds). Pure: the clock is injected.
  */
 export interface TokenBucketOptions {
   /** Tokens added per second; must be positive. */
@@ -34,6 +34,12 @@ export class TokenBucket {
     if (this.tokens < 1) return false;
     this.tokens--;
     return true;
+  }
+
+  /** Milliseconds until a token is there to take (0 when one is). */
+  msUntilToken(): number {
+    this.refill();
+    return this.tokens >= 1 ? 0 : ((1 - this.tokens) / this.opts.ratePerSecond) * 1000;
   }
 
   /** Tokens available now (fractional). */

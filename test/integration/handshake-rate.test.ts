@@ -1,7 +1,8 @@
 /**
- * --max-tls-handshake-rate: a burst of new TLS connections over the rate is partly reset at
- * accept, before TLS, while connections already open (an agent stream, a gRPC caller's channel)
- * carry on: a dial on the open channel succeeds in the middle of the burst.
+ * --max-tls-handshake-rate: a burst of new TLS connections over the rate waits for the bucket and
+ * is paced (with nowhere to wait, it is partly reset at accept, before TLS), while connections
+ * already open (an agent stream, a gRPC caller's channel) carry on: a dial on the open channel
+ * succeeds in the middle of the burst.
  */
 import { connect as tlsConnect } from "node:tls";
 import { credentials } from "@grpc/grpc-js";
@@ -80,8 +81,12 @@ async function burst(t: TestGateway, n: number): Promise<{ handshaken: number; r
 }
 
 describe("--max-tls-handshake-rate", () => {
-  it("resets a burst over the rate at accept, and leaves open connections alone", async () => {
-    const t = await startTestGateway(["--max-tls-handshake-rate=10"]);
+  it("with nowhere to wait, resets a burst over the rate at accept, and leaves open connections alone", async () => {
+    const t = await startTestGateway([
+      "--max-tls-handshake-rate=10",
+      "--max-tls-handshake-burst=0",
+      "--max-tls-handshakes-waiting=0",
+    ]);
     const { agent } = await startTestAgent(t.pki, t.gw.addresses.agent.port);
     await waitFor(() => t.gw.ready, 5000, "agent connected");
     const client = grpcClient(t);
@@ -102,6 +107,35 @@ describe("--max-tls-handshake-rate", () => {
     // The agent's stream, open before the burst, is still there, and still serves.
     expect(t.gw.registry.size).toBe(1);
     expect(await dialOnce(client)).toBe("HTTP/1.1 200 OK");
+
+    client.close();
+    await agent.stop();
+    await t.gw.close();
+  });
+
+  it("paces a burst over the rate: its connections wait for the bucket, none is reset", async () => {
+    const t = await startTestGateway(["--max-tls-handshake-rate=20", "--max-tls-handshake-burst=5"]);
+    const { agent } = await startTestAgent(t.pki, t.gw.addresses.agent.port);
+    await waitFor(() => t.gw.ready, 5000, "agent connected");
+    const client = grpcClient(t);
+    expect(await dialOnce(client)).toBe("HTTP/1.1 200 OK");
+
+    const waiting = async () =>
+      (await t.gw.metrics.tlsHandshakesWaiting.get()).values.find((v) => v.labels.listener === "frontend")
+        ?.value ?? 0;
+    const running = burst(t, 40);
+    // The bucket held five (one taken by the channel above): most of the burst waits its turn.
+    await waitFor(async () => (await waiting()) > 0, 5000, "connections waiting for the bucket");
+    expect(await dialOnce(client)).toBe("HTTP/1.1 200 OK");
+    expect(await running).toEqual({ handshaken: 40, reset: 0 });
+    // None refused by a limit ("tls" counts the server's side of handshakes the helper closed as
+    // soon as its own side was done).
+    const m = await t.gw.metrics.rejectedConnections.get();
+    const refused = m.values.filter(
+      (v) => v.labels.listener === "frontend" && v.labels.reason !== "tls" && v.value > 0,
+    );
+    expect(refused).toEqual([]);
+    expect(await waiting()).toBe(0);
 
     client.close();
     await agent.stop();

@@ -20,6 +20,16 @@ describe("TokenBucket", () => {
     expect(takes(10)).toBe(5);
   });
 
+  it("says how long until its next token", () => {
+    let now = 0;
+    const bucket = new TokenBucket({ ratePerSecond: 10, burst: 1, now: () => now });
+    expect(bucket.msUntilToken()).toBe(0);
+    bucket.take();
+    expect(bucket.msUntilToken()).toBeCloseTo(100);
+    now += 40;
+    expect(bucket.msUntilToken()).toBeCloseTo(60);
+  });
+
   it("ignores a clock that goes backwards, and refuses nonsense", () => {
     let now = 1_000;
     const bucket = new TokenBucket({ ratePerSecond: 1, burst: 1, now: () => now });
