@@ -229,7 +229,7 @@ export class HandshakeGate {
     }, this.limits.waitMs ?? 0);
     this.line.add(entry);
     this.hooks.waiting?.(this.line.size);
-    this.schedule();
+    this.schedule(reason === "handshake_rate");
   }
 
   /** Takes `entry` out of the line (false if it was not in it), with its timer and listeners. */
@@ -268,7 +268,7 @@ export class HandshakeGate {
         continue;
       }
       if (bound !== null) {
-        this.schedule();
+        this.schedule(bound === "handshake_rate");
         return;
       }
       const entry = this.line.take(source)!;
@@ -278,15 +278,23 @@ export class HandshakeGate {
     }
   }
 
-  /** While connections wait for the bucket alone, wakes up when its next token is there. */
-  private schedule(): void {
+  /**
+   * While connections wait for the bucket, wakes up when its next token is there. `heldByRate`:
+   * the caller found the bucket empty. The bucket refills between that reading and this one, so
+   * it may hold a token by now: a pump must still come (1 ms on), or the line would wait for a
+   * release that no handshake in progress will ever send. Held by a slot instead, a release pumps.
+   */
+  private schedule(heldByRate: boolean): void {
     if (this.rateTimer || !this.rate || this.line.size === 0) return;
     const ms = this.rate.msUntilToken();
-    if (ms === 0) return; // waiting on a slot, not on the rate: a release pumps
-    this.rateTimer = setTimeout(() => {
-      this.rateTimer = null;
-      this.pump();
-    }, Math.ceil(ms));
+    if (ms === 0 && !heldByRate) return;
+    this.rateTimer = setTimeout(
+      () => {
+        this.rateTimer = null;
+        this.pump();
+      },
+      Math.max(1, Math.ceil(ms)),
+    );
   }
 
   private begin(raw: Socket, source: string): void {

@@ -1,7 +1,7 @@
 import { EventEmitter } from "node:events";
 import type { Socket } from "node:net";
 import type { Server as TlsServer } from "node:tls";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { parseOpenFilesLimit } from "../../lib/transport/descriptor-limit.js";
 import {
   HandshakeGate,
@@ -97,6 +97,29 @@ describe("HandshakeGate: connections over a limit wait their turn", () => {
     expect(g.refusals).toEqual([]);
     a[2]!.emit("close"); // leaves the line, and its timer with it
     expect(g.gate.waiting).toBe(0);
+  });
+
+  it("starts a connection held by the rate even when the bucket refills between two readings", async () => {
+    // Each reading of the clock moves it 30 ms: the bucket (20/s, one token per 50 ms) is short
+    // when the gate decides the connection must wait, and full when it asks how long for.
+    let t = 0;
+    const refusals: HandshakeRefusal[] = [];
+    const started: string[] = [];
+    const server = new EventEmitter();
+    server.on("connection", (s: Socket) => started.push(`${s.remoteAddress}:${s.remotePort}`));
+    const gate = new HandshakeGate(
+      { maxInProgress: 0, maxPerSource: 0, maxNewPerSecond: 20, burst: 1, maxWaiting: 10, waitMs: 60_000 },
+      { refused: (r) => refusals.push(r) },
+      () => (t += 30),
+    );
+    gate.guard(server as unknown as TlsServer);
+    server.emit("connection", rawSocket("192.0.2.1", 1) as unknown as Socket);
+    const second = rawSocket("192.0.2.1", 2);
+    server.emit("connection", second as unknown as Socket);
+    // Before the fix the line waited for a release no handshake would send: nothing started it.
+    await vi.waitFor(() => expect(started).toEqual(["192.0.2.1:1", "192.0.2.1:2"]), { timeout: 2000 });
+    expect(refusals).toEqual([]);
+    second.emit("close");
   });
 
   it("with nowhere to wait (maxWaiting 0) resets at once, as before", () => {
