@@ -63,8 +63,21 @@ const STORM_NICE = 19;
 const noisySource = (round: number): string => `127.0.0.${2 + round}`;
 const NOISY_MAIN = path.join(REPO_ROOT, "bench", "harness", "noisy-main.ts");
 const NOISY_START_MS = 60_000;
-/** How long the storm runs before the quiet tenant is measured next to it. */
-const RAMP_MS = { quick: 100, full: 500 };
+/**
+ * How long the storm runs, once the stalled readers have stalled, before the quiet tenant is
+ * measured next to it: the server's CPU over this spell is what the storm alone costs it.
+ */
+const RAMP_MS = { quick: 100, full: 2_000 };
+/**
+ * The stalled readers' endless downloads first fill every buffer on their way (the caller's
+ * socket, the server's, the agent's window): 64 transfers of several MB each, seconds of both
+ * cores on a 2-core machine. That is a burst of downloads, not a tenant at its limits; the quiet
+ * tenant is measured once the noisy tenant's tunnels carry less than SETTLED_BYTES per
+ * SETTLE_POLL_MS (at most SETTLE_MAX_MS), and how long that took is a note of the storm's row.
+ */
+const SETTLE_POLL_MS = 250;
+const SETTLED_BYTES = 256 * 1024;
+const SETTLE_MAX_MS = 30_000;
 /** The server closes the noisy tenant's tunnels once its process is gone; this long at most. */
 const GONE_MS = 15_000;
 const WARMUP_BYTES = 32 * 1024 * 1024;
@@ -112,13 +125,33 @@ async function serverCounts(stack: TunnelStack) {
   const text = await scrape(stack.adminPort);
   return {
     tunnels: metric(text, "kgw_tenant_tunnels_open", `tenant="${NOISY}"`),
+    bytes: metric(text, "kgw_tenant_bytes_total", `tenant="${NOISY}"`),
     maxTunnels: metric(text, "kgw_server_quota_refusals_total", 'quota="maxTunnels"'),
     dialRate: metric(text, "kgw_server_quota_refusals_total", 'quota="dialsPerSecond"'),
     resetBeforeTls: metric(text, "kgw_server_rejected_connections_total", 'reason="source_throttled"'),
   };
 }
 
+/** Waits until the noisy tenant's tunnels have stopped moving bytes: what they carried, and how long. */
+async function settle(stack: TunnelStack): Promise<{ bytes: number; ms: number }> {
+  const t0 = now();
+  const first = (await serverCounts(stack)).bytes;
+  let last = first;
+  while (now() - t0 < SETTLE_MAX_MS) {
+    await sleep(SETTLE_POLL_MS);
+    const bytes = (await serverCounts(stack)).bytes;
+    const moved = bytes - last;
+    last = bytes;
+    if (moved < SETTLED_BYTES) break;
+  }
+  return { bytes: last - first, ms: now() - t0 };
+}
+
 interface NoisyLoad {
+  /** How long the stalled readers' buffers took to fill after the load was ready, and with how much. */
+  fill: { bytes: number; ms: number };
+  /** The server's CPU while only the storm ran (after the fill): cores, and ms per storm connection. */
+  server: { cores: number; msPerConnection: number };
   /** Stops the load (the process exits, closing every connection) and returns its counts. */
   stop(): Promise<StormResult & { stormCores: number }>;
 }
@@ -161,8 +194,22 @@ async function startNoisyLoad(
   }
   const cpu0 = child.cpuSeconds();
   const t0 = now();
+  const fill = await settle(stack);
+  const c0 = await serverCounts(stack);
+  const [s0, w0] = [stack.server.cpuSeconds(), now()];
   await sleep(ctx.options.quick ? RAMP_MS.quick : RAMP_MS.full);
+  const [s1, w1] = [stack.server.cpuSeconds(), now()];
+  const c1 = await serverCounts(stack);
+  // Every storm connection is answered 429 (a quota refusal) or reset before TLS (throttled).
+  const connections =
+    c1.maxTunnels + c1.dialRate + c1.resetBeforeTls - (c0.maxTunnels + c0.dialRate + c0.resetBeforeTls);
+  const server = {
+    cores: (s1 - s0) / ((w1 - w0) / 1000),
+    msPerConnection: connections > 0 ? ((s1 - s0) * 1000) / connections : Number.NaN,
+  };
   return {
+    fill,
+    server,
     async stop() {
       const stormCores = (child.cpuSeconds() - cpu0) / ((now() - t0) / 1000);
       await child.stop();
@@ -220,6 +267,8 @@ async function run(ctx: BenchContext): Promise<Row[]> {
   const stormNotes: {
     result: StormResult & { stormCores: number };
     held: number;
+    fill: { bytes: number; ms: number };
+    server: { cores: number; msPerConnection: number };
     byQuota: { maxTunnels: number; dialRate: number };
   }[] = [];
   const measures = ["connect", "grpc", ...DIRECTIONS] as const;
@@ -272,6 +321,10 @@ async function run(ctx: BenchContext): Promise<Row[]> {
         failNoisy(err);
         continue;
       }
+      ctx.log(
+        `    noisy tenant: stalled readers filled with ${(load.fill.bytes / 1e6).toFixed(0)} MB in ${load.fill.ms.toFixed(0)} ms; ` +
+          `then the storm alone took ${load.server.cores.toFixed(3)} server cores, ${load.server.msPerConnection.toFixed(3)} ms per connection`,
+      );
       let held = 0;
       try {
         await measureQuiet(state, round);
@@ -289,6 +342,8 @@ async function run(ctx: BenchContext): Promise<Row[]> {
         stormNotes.push({
           result,
           held,
+          fill: load.fill,
+          server: load.server,
           byQuota: {
             maxTunnels: after.maxTunnels - before.maxTunnels,
             dialRate: after.dialRate - before.dialRate,
@@ -323,11 +378,15 @@ async function run(ctx: BenchContext): Promise<Row[]> {
     `${fmt(sum((n) => n.result.refused))} in all; server: ${fmt(sum((n) => n.byQuota.maxTunnels))} at ` +
     `maxTunnels, ${fmt(sum((n) => n.byQuota.dialRate))} at dialsPerSecond; ` +
     `${fmt(sum((n) => n.result.noAnswer))} unanswered; storm client ` +
-    `${median(stormNotes.map((n) => n.result.stormCores)).toFixed(2)} cores`;
+    `${median(stormNotes.map((n) => n.result.stormCores)).toFixed(2)} cores; server, storm alone: ` +
+    `${median(stormNotes.map((n) => n.server.cores)).toFixed(3)} cores, ` +
+    `${median(stormNotes.map((n) => n.server.msPerConnection)).toFixed(3)} ms CPU per storm connection`;
   const okNote =
     `${fmt(sum((n) => n.result.ok))} in all, ${fmt(sum((n) => n.result.otherStatus))} other answers; ` +
     `stalled tunnels open (server): ${heldText} of ${NOISY_QUOTA.maxTunnels}, ` +
-    `${fmt(sum((n) => n.result.stalledLost))} closed early`;
+    `${fmt(sum((n) => n.result.stalledLost))} closed early; before measuring, their buffers filled ` +
+    `with ${fmt(median(stormNotes.map((n) => n.fill.bytes / 1e6)))} MB in ` +
+    `${fmt(median(stormNotes.map((n) => n.fill.ms)))} ms (median)`;
 
   const noTenants: Partial<Record<System, Cell>> = {
     direct: { na: "no tenants" },
