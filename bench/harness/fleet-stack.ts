@@ -16,7 +16,15 @@ import type { BenchPki } from "./pki.js";
 import { freePort, LOOPBACK } from "./ports.js";
 import { Child } from "./procs.js";
 import { REPO_ROOT } from "./repo.js";
-import { httpStatus, KGW_BIN, NODE, type StackContext, startKgwAgent, type TunnelStack } from "./stacks.js";
+import {
+  httpStatus,
+  KGW_BIN,
+  NODE,
+  nodeFlags,
+  type StackContext,
+  startKgwAgent,
+  type TunnelStack,
+} from "./stacks.js";
 import { waitUntil, withTimeout } from "./util.js";
 import { KGW_LOG_FLAGS } from "./verbosity.js";
 
@@ -130,6 +138,7 @@ export async function startFleetInstance(
     ctx.output.fileFor(`${label}-server`),
     NODE,
     [
+      ...nodeFlags(ctx, `${label}-server`),
       KGW_BIN,
       "server",
       `--server-id=bench-${label}`,

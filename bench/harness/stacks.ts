@@ -137,7 +137,7 @@ async function waitHealthy(stack: TunnelStack, withAgent: boolean): Promise<void
 }
 
 /** Node flags for our processes: CPU profiles when --profile is given. */
-function nodeFlags(ctx: StackContext, name: string): string[] {
+export function nodeFlags(ctx: StackContext, name: string): string[] {
   const dir = ctx.options.profileDir;
   return dir
     ? ["--cpu-prof", `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`]

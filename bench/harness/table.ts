@@ -105,6 +105,7 @@ function formatNumber(value: number, unit: Unit): string {
     case "dials/s":
     case "conns/s":
     case "µs/MB":
+    case "µs/dial":
     case "agents":
       return group(value);
     case "µs":

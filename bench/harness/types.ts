@@ -19,6 +19,8 @@ export type Unit =
   | "KiB"
   | "%"
   | "µs/MB"
+  /** CPU microseconds per dial (peer-hop). */
+  | "µs/dial"
   /** Microseconds: one step of a dial (dial-steps). */
   | "µs"
   | "req/s"

@@ -35,6 +35,8 @@ const WARMUP_BYTES = 32 * 1024 * 1024;
 /** How long the fleet is left alone to count its registry requests at rest. */
 const REST_MS = { quick: 2_000, full: 20_000 };
 const REQUESTS = "kgw_fleet_registry_requests_total";
+/** Issue 26's target for what a hop adds to a dial's p50 (issue 15's was 1 ms). */
+const HOP_ADDED_TARGET_MS = 0.5;
 
 /** Registry requests both instances have sent so far (every operation, retries included). */
 async function registryRequests(ports: number[]): Promise<number> {
@@ -50,7 +52,7 @@ export const peerHop: Scenario = {
     "the tenant's agent on instance 1. The same caller dials instance 1 (one instance) and " +
     "instance 2 (forwarded over a peer link to instance 1), interleaved round by round, beside " +
     "direct TCP and the relay chain: CONNECT and gRPC bulk transfers (every byte checked) and " +
-    "dials to the first byte. hop/one is taken within each round; targets are issue 15's.",
+    "dials to the first byte. hop/one is taken within each round; targets are issue 26's. The servers' CPU per dial and per MB (both instances, from /proc) is the load-robust figure.",
   run,
 };
 
@@ -101,6 +103,17 @@ async function run(ctx: BenchContext): Promise<Row[]> {
 
   const mbps = new Samples(ctx);
   const lat = new Samples(ctx);
+  // CPU of both instances in µs (load-robust where latency is not): per dial, and per MB carried.
+  const cpu = new Samples(ctx);
+  const fleetCpu = () => home.server.cpuSeconds() + away.server.cpuSeconds();
+  const cpuOf = async <T>(key: string, per: (r: T) => number, f: () => Promise<T>): Promise<T> => {
+    const [c0, a0] = [fleetCpu(), away.server.cpuSeconds()];
+    const r = await f();
+    const [c1, a1] = [fleetCpu(), away.server.cpuSeconds()];
+    await cpu.take(key, async () => ((c1 - c0) * 1e6) / per(r));
+    await cpu.take(`${key}-away`, async () => ((a1 - a0) * 1e6) / per(r));
+    return r;
+  };
   const adminPorts = fleet.instances.map((i) => i.adminPort);
   const registry = new Samples(ctx);
   const restMs = ctx.options.quick ? REST_MS.quick : REST_MS.full;
@@ -113,13 +126,27 @@ async function run(ctx: BenchContext): Promise<Row[]> {
         // Baselines dial plain TCP: the same figure for both kinds, measured once.
         if (kind === "grpc" && (path === "direct" || path === "relay")) continue;
         ctx.log(`    ${path}: ${kind} dials`);
-        await lat.takeRound(`${kind}-${path}`, () => dialLatencies(openers[kind][path], sizes.latencyDials));
+        const fleetPath = path === "one" || path === "hop";
+        await lat.takeRound(`${kind}-${path}`, () =>
+          fleetPath
+            ? cpuOf(
+                `${kind}-dial-${path}`,
+                (ms: number[]) => ms.length,
+                () => dialLatencies(openers[kind][path], sizes.latencyDials),
+              )
+            : dialLatencies(openers[kind][path], sizes.latencyDials),
+        );
         for (const dir of DIRECTIONS) {
           if (kind === "grpc" && dir === "upload") continue;
           ctx.log(`    ${path}: ${kind} ${dir}`);
+          const transfer = () => bulk(openers[kind][path], dir, sizes.bulkBytes, sizes.bulkMaxMs);
           await mbps.take(
             `${kind}-${dir}-${path}`,
-            async () => (await bulk(openers[kind][path], dir, sizes.bulkBytes, sizes.bulkMaxMs)).mbps,
+            async () =>
+              (fleetPath
+                ? await cpuOf(`${kind}-${dir}-${path}`, (r: { bytes: number }) => r.bytes / 1e6, transfer)
+                : await transfer()
+              ).mbps,
           );
         }
       }
@@ -169,9 +196,46 @@ async function run(ctx: BenchContext): Promise<Row[]> {
         unit: "ms",
         better: "lower",
         cells: cells((path) => lat.percentileCell(`${baselineKey(kind, path)}-${path}`, p)),
-        ...(p === 50 ? { targets: [{ kind: "hopAdded" as const, ms: 1 }] } : {}),
+        ...(p === 50 ? { targets: [{ kind: "hopAdded" as const, ms: HOP_ADDED_TARGET_MS }] } : {}),
       });
     }
+  }
+  // The fleet's CPU: both instances (one instance: the other is idle but counted alike).
+  const awayNote = (key: string): string | undefined => {
+    const c = cpu.cell(`${key}-away`);
+    return typeof c.value === "number"
+      ? `forwarding instance ${Math.round(c.value).toLocaleString("en-US")}`
+      : undefined;
+  };
+  const cpuCells = (key: (path: "one" | "hop") => string): Partial<Record<System, Cell>> => ({
+    kgw: cpu.cell(key("one")),
+    [HOP_SYSTEM]: cpu.cell(key("hop"), awayNote(key("hop"))),
+    direct: { na: "not a kgw process" },
+    relay: { na: "not a kgw process" },
+    upstream,
+  });
+  for (const [kind, label] of [
+    ["connect", "CONNECT dial (new mTLS connection)"],
+    ["grpc", "gRPC dial (new stream on an open channel)"],
+  ] as const) {
+    rows.push({
+      name: `kgw servers' CPU per ${label}, both instances`,
+      unit: "µs/dial",
+      better: "lower",
+      cells: cpuCells((path) => `${kind}-dial-${path}`),
+    });
+  }
+  for (const [kind, dir, label] of [
+    ["connect", "download", "download, HTTP CONNECT"],
+    ["connect", "upload", "upload, HTTP CONNECT"],
+    ["grpc", "download", "download, gRPC"],
+  ] as const) {
+    rows.push({
+      name: `kgw servers' CPU per MB, ${label}, both instances`,
+      unit: "µs/MB",
+      better: "lower",
+      cells: cpuCells((path) => `${kind}-${dir}-${path}`),
+    });
   }
   const registryOnly = (cell: Cell): Partial<Record<System, Cell>> => ({
     kgw: cell,
