@@ -54,7 +54,8 @@ export const dialSteps: Scenario = {
     "registry, tenant mode, --audit-log) holding the tenant's agent. Client-side: TCP connect, " +
     "TLS handshake, CONNECT to 200, 200 to the first byte of the backend's answer. Server-side, " +
     "with --dial-step-metrics: mean µs per step (identity, audit, policy, quota, routing, agent " +
-    "round trip, first byte) from kgw_server_dial_step_seconds. No baseline: the table is where the " +
+    "round trip, first byte) from kgw_server_dial_step_seconds; and the CPU per dial of each " +
+    "instance and the agent (/proc, over the round's dials). No baseline: the table is where the " +
     "time goes, not a comparison.",
   run,
 };
