@@ -11,6 +11,7 @@ import { readFileSync } from "node:fs";
 import { DEFAULT_CIPHERS, type SecureContextOptions } from "node:tls";
 import type { TlsFiles, TlsMinVersion } from "../config/tls.js";
 import { ConfigError } from "../errors.js";
+import { withIssuerChain } from "./server-chain.js";
 
 const ENV_SOURCE = "env:";
 
@@ -76,11 +77,12 @@ export function serverTlsSettings(
   requireClientCert: boolean,
   flag: string,
 ): ServerTlsSettings {
-  const hasCa = files.ca !== "";
+  const ca = files.ca !== "" ? readPem(files.ca, `--${flag}-ca-cert`) : undefined;
+  const hasCa = ca !== undefined;
   return {
-    cert: readPem(files.cert, `--${flag}-cert`),
+    cert: withIssuerChain(readPem(files.cert, `--${flag}-cert`), ca),
     key: readPem(files.key, `--${flag}-key`),
-    ...(hasCa ? { ca: readPem(files.ca, `--${flag}-ca-cert`) } : {}),
+    ...(ca ? { ca } : {}),
     minVersion,
     ciphers: SERVER_CIPHERS,
     honorCipherOrder: true,
