@@ -11,6 +11,9 @@
  *    and asked, the agent's answer (200 written), the first byte handed to the caller; read as the
  *    growth of kgw_server_dial_step_seconds' sum over its count between two scrapes around a
  *    round's dials (warm-up dials are not counted).
+ * Also the CPU each process spent per dial over the round's dials (/proc, user + system): the
+ * entry instance, the other instance (its share of the fleet's work) and the agent; a load-robust
+ * figure where the step times above are wall time on a shared machine.
  * Every dial must count once in every server step: a dial missing from one fails the round.
  */
 import { type TLSSocket, connect as tlsConnect } from "node:tls";
@@ -51,7 +54,8 @@ export const dialSteps: Scenario = {
     "registry, tenant mode, --audit-log) holding the tenant's agent. Client-side: TCP connect, " +
     "TLS handshake, CONNECT to 200, 200 to the first byte of the backend's answer. Server-side, " +
     "with --dial-step-metrics: mean µs per step (identity, audit, policy, quota, routing, agent " +
-    "round trip, first byte) from kgw_server_dial_step_seconds. No baseline: the table is where the " +
+    "round trip, first byte) from kgw_server_dial_step_seconds; and the CPU per dial of each " +
+    "instance and the agent (/proc, over the round's dials). No baseline: the table is where the " +
     "time goes, not a comparison.",
   run,
 };
@@ -129,6 +133,9 @@ async function run(ctx: BenchContext): Promise<Row[]> {
   const entry = fleet.instances[0]!;
   const clientRounds: number[][] = CLIENT_STEPS.map(() => []);
   const serverRounds = new Map<string, number[]>(DIAL_STEPS.map((s) => [s, []]));
+  /** µs of CPU per dial, per round: the entry instance, the other instance, the agent. */
+  const cpuRounds: number[][] = [[], [], []];
+  const cpuOf = () => [...fleet.instances.map((i) => i.server.cpuSeconds()), fleet.agent.cpuSeconds()];
   let failure: string | undefined;
   await eachRound(ctx, async () => {
     if (failure) return;
@@ -137,12 +144,15 @@ async function run(ctx: BenchContext): Promise<Row[]> {
         await timedDial(fleet.callers, entry.agentPort, target);
       const before = await readSteps(fleet);
       const perStep: number[][] = CLIENT_STEPS.map(() => []);
+      const cpuBefore = cpuOf();
       for (let i = 0; i < dials; i++) {
         const marks = await timedDial(fleet.callers, entry.agentPort, target);
         // ms since the start → µs of each step.
         for (const [k, m] of marks.entries()) perStep[k]!.push((m - (k === 0 ? 0 : marks[k - 1]!)) * 1000);
       }
+      const cpuAfter = cpuOf();
       const after = await readSteps(fleet);
+      for (const [k, c] of cpuAfter.entries()) cpuRounds[k]!.push(((c - cpuBefore[k]!) / dials) * 1e6);
       for (const [k, v] of perStep.entries()) clientRounds[k]!.push(v.reduce((a, b) => a + b, 0) / v.length);
       for (const step of DIAL_STEPS) {
         const count = after.get(step)!.count - before.get(step)!.count;
@@ -170,5 +180,8 @@ async function run(ctx: BenchContext): Promise<Row[]> {
   return [
     ...CLIENT_STEPS.map((s, k) => row(`client: ${s} (mean)`, clientRounds[k]!)),
     ...DIAL_STEPS.map((s) => row(`server: ${s} (mean)`, serverRounds.get(s)!)),
+    row("CPU per dial: entry instance", cpuRounds[0]!),
+    row("CPU per dial: other instance", cpuRounds[1]!),
+    row("CPU per dial: agent", cpuRounds[2]!),
   ];
 }

@@ -5,10 +5,13 @@
  * Every PEM flag also takes `env:NAME`: the PEM text is in environment variable NAME. That is how
  * ECS hands a task its Secrets Manager values (cdk/), and it keeps keys off the container's disk.
  */
+
+import { constants } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { DEFAULT_CIPHERS, type SecureContextOptions } from "node:tls";
 import type { TlsFiles, TlsMinVersion } from "../config/tls.js";
 import { ConfigError } from "../errors.js";
+import { withIssuerChain } from "./server-chain.js";
 
 const ENV_SOURCE = "env:";
 
@@ -45,6 +48,17 @@ export const SERVER_CIPHERS = [
   ...DEFAULT_CIPHERS.split(":").filter((c) => !TLS13_PREFERENCE.includes(c)),
 ].join(":");
 
+/**
+ * No stateless session tickets. By default OpenSSL seals two TLS 1.3 tickets after every full
+ * handshake, each an encoding and re-decoding of the session with the client's certificate in it:
+ * CPU on every dial (docs/PERFORMANCE.md, "Dials") for resumptions nobody asks for. kube-apiserver
+ * and upstream's agents (Go, no ClientSessionCache) and our own agent never resume. With this
+ * option OpenSSL sends stateful tickets in TLS 1.3 (a random session id, no encryption); Node keeps
+ * no session cache without a 'newSession' listener, so a client that does try to resume gets a
+ * full handshake, as on a restarted instance. TLS 1.2 clients get no ticket at all.
+ */
+const NO_STATELESS_TICKETS = constants.SSL_OP_NO_TICKET;
+
 export interface ServerTlsSettings extends SecureContextOptions {
   minVersion: TlsMinVersion;
   /** Ask for a client certificate; verification outcome is checked by the authenticator. */
@@ -63,14 +77,16 @@ export function serverTlsSettings(
   requireClientCert: boolean,
   flag: string,
 ): ServerTlsSettings {
-  const hasCa = files.ca !== "";
+  const ca = files.ca !== "" ? readPem(files.ca, `--${flag}-ca-cert`) : undefined;
+  const hasCa = ca !== undefined;
   return {
-    cert: readPem(files.cert, `--${flag}-cert`),
+    cert: withIssuerChain(readPem(files.cert, `--${flag}-cert`), ca),
     key: readPem(files.key, `--${flag}-key`),
-    ...(hasCa ? { ca: readPem(files.ca, `--${flag}-ca-cert`) } : {}),
+    ...(ca ? { ca } : {}),
     minVersion,
     ciphers: SERVER_CIPHERS,
     honorCipherOrder: true,
+    secureOptions: NO_STATELESS_TICKETS,
     requestCert: hasCa,
     rejectUnauthorized: hasCa && requireClientCert,
   };

@@ -3,11 +3,12 @@
  * case must get a clear answer, close only its own connection, and leave the gateway healthy.
  */
 
+import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { connect as netConnect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect as tlsConnect } from "node:tls";
+import { type ConnectionOptions, connect as tlsConnect } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectThrough } from "../helpers/connect-client.js";
 import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
@@ -167,6 +168,54 @@ describe("TLS on the TCP frontend", () => {
     );
     expect(answer).not.toMatch(/^HTTP\/1\.1 200/);
     await healthy();
+  });
+});
+
+/**
+ * Takes the first session ticket a fresh connection is sent, then connects again offering it:
+ * true when the server resumed the session instead of doing a full handshake.
+ */
+async function resumesWithTicket(options: ConnectionOptions): Promise<boolean> {
+  const first = tlsConnect(options);
+  first.on("error", () => {});
+  const [ticket] = (await once(first, "session")) as [Buffer];
+  first.destroy();
+  const second = tlsConnect({ ...options, session: ticket });
+  second.on("error", () => {});
+  await once(second, "secureConnect");
+  const reused = second.isSessionReused();
+  second.destroy();
+  return reused;
+}
+
+describe("TLS session resumption", () => {
+  // The listeners seal no stateless tickets (tls-files.ts): a ticket a client keeps does not
+  // resume, so every connection shows and has checked its certificate in a full handshake.
+  it("gives the frontend's callers no ticket that resumes a session", async () => {
+    const options = {
+      host: "127.0.0.1",
+      port: port(),
+      servername: "localhost",
+      ca: t.pki.ca.certPem,
+      cert: t.pki.frontend.certPem,
+      key: t.pki.frontend.keyPem,
+      ALPNProtocols: ["http/1.1"],
+    };
+    expect(await resumesWithTicket(options)).toBe(false);
+    // The same client still connects and is served.
+    const answer = await exchange(overTls, "CONNECT 10.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    expect(answer).toMatch(/^HTTP\/1\.1 503 /);
+  });
+
+  it("gives clients of the agent port no ticket that resumes a session", async () => {
+    const options = {
+      host: "127.0.0.1",
+      port: t.gw.addresses.agent.port,
+      servername: "localhost",
+      ca: t.pki.ca.certPem,
+      ALPNProtocols: ["h2"],
+    };
+    expect(await resumesWithTicket(options)).toBe(false);
   });
 });
 
