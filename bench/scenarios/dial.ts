@@ -19,6 +19,10 @@ import { startBackend, startKgw, startRelayChain, type TunnelStack } from "../ha
 import { dialAndClose, dialLatencies, sustainedRate } from "../harness/transfer.js";
 import type { BenchContext, Cell, Row, Scenario, Target } from "../harness/types.js";
 import { Samples, startTenantIfAsked, startUpstreams, tenantCell, upstreamCell } from "./common.js";
+import { startCurlPaths } from "./curl-paths.js";
+
+/** curl's dials per concurrent dialer in a dial-rate run (a fixed count: curl takes no duration). */
+const CURL_RATE_DIALS_PER_DIALER = 20;
 
 /** Dials per stream in the open-stream measurement (upstream keeps each connection until the
  * stream ends: it ends the stream on CLOSE_REQ, so connections are not closed one by one). */
@@ -82,8 +86,17 @@ async function run(ctx: BenchContext): Promise<Row[]> {
   if (upGrpc) openers["up-grpc"] = sharedGrpc(upGrpc);
   if (upGrpc) raw["up-raw"] = rawClient("up", upGrpc);
 
+  const curl = await startCurlPaths(ctx, { kgw, tenant, upConnect: up.connect });
+  const curlRateDials = sizes.dialConcurrency * CURL_RATE_DIALS_PER_DIALER;
+
   // Warm-up once per path, then every path in every round (order reversed every other round).
   const lat = new Samples(ctx);
+  for (const [name, route] of Object.entries(curl.routes)) {
+    ctx.log(`  warm-up curl ${name}`);
+    const key = `curl-${name}`;
+    await lat.takeRound(`${key}-warmup`, () => curl.client.dialLatencies(route, sizes.warmupDials));
+    if (lat.failed(`${key}-warmup`)) lat.fail(key, new Error("failed during warm-up"));
+  }
   for (const [name, open] of Object.entries(openers)) {
     ctx.log(`  warm-up ${name}`);
     await lat.takeRound(`${name}-warmup`, () => dialLatencies(open, sizes.warmupDials));
@@ -105,6 +118,20 @@ async function run(ctx: BenchContext): Promise<Row[]> {
     if (raw[name]) rawDialers[name] = openStreamDialTask(ctx, raw[name], target, sizes.dialConcurrency);
   }
   await eachRound(ctx, async (round) => {
+    for (const name of roundOrder(Object.keys(curl.routes), round)) {
+      if (lat.failed(`curl-${name}`)) continue;
+      ctx.log(`    latency curl ${name}`);
+      await lat.takeRound(`curl-${name}`, () =>
+        curl.client.dialLatencies(curl.routes[name]!, sizes.latencyDials),
+      );
+    }
+    for (const name of roundOrder(Object.keys(curl.routes), round)) {
+      if (rate.failed(`curl-${name}`)) continue;
+      ctx.log(`    dial rate curl ${name}`);
+      await rate.take(`curl-${name}`, () =>
+        curl.client.dialRate(curl.routes[name]!, curlRateDials, sizes.dialConcurrency),
+      );
+    }
     for (const name of roundOrder(Object.keys(openers), round)) {
       ctx.log(`    latency ${name}`);
       await lat.takeRound(name, () => dialLatencies(openers[name]!, sizes.latencyDials));
@@ -140,7 +167,37 @@ async function run(ctx: BenchContext): Promise<Row[]> {
     { kind: "atMost", value: p === 50 ? 1 : 5 },
     { kind: "upstream" },
   ];
-  const rows: Row[] = [];
+  const curlLatencyRow = (p: number): Row => ({
+    name: `CONNECT dial to first byte (curl, new mTLS connection, no resumption), p${p}`,
+    unit: "ms",
+    better: "lower",
+    targets: [{ kind: "upstream" }],
+    cells: {
+      kgw: pct("curl-kgw", p),
+      ...tenantCell(tenant, () => pct("curl-tenant", p)),
+      direct: pct("curl-direct", p),
+      relay: pct("curl-relay", p),
+      upstream: upstreamCell(ctx, up.connect, () => pct("curl-up", p)),
+    },
+  });
+  const c = sizes.dialConcurrency;
+  const rows: Row[] = [
+    curlLatencyRow(50),
+    curlLatencyRow(99),
+    {
+      name: `dials/s, CONNECT (curl), ${c} concurrent`,
+      unit: "dials/s",
+      better: "higher",
+      targets: [{ kind: "upstream" }],
+      cells: {
+        kgw: rate.cell("curl-kgw"),
+        ...tenantCell(tenant, () => rate.cell("curl-tenant")),
+        direct: rate.cell("curl-direct"),
+        relay: rate.cell("curl-relay"),
+        upstream: upstreamCell(ctx, up.connect, () => rate.cell("curl-up")),
+      },
+    },
+  ];
   for (const p of [50, 99]) {
     rows.push(
       latencyRow("CONNECT dial to first byte (new mTLS connection)", "kgw-connect", "up-connect", p, [
@@ -171,7 +228,6 @@ async function run(ctx: BenchContext): Promise<Row[]> {
     );
   }
   const rateTargets: Target[] = [{ kind: "atLeast", value: 5000 }, { kind: "upstream" }];
-  const c = sizes.dialConcurrency;
   rows.push(
     {
       name: `dials/s, CONNECT, ${c} concurrent`,

@@ -14,6 +14,7 @@ import { median } from "../harness/stats.js";
 import { bulk, type Direction, pingRoundTrips } from "../harness/transfer.js";
 import type { BenchContext, Cell, Row, Scenario, Target } from "../harness/types.js";
 import { Samples, startTenantIfAsked, startUpstreams, tenantCell, upstreamCell } from "./common.js";
+import { CURL_MAX_BULK_BYTES, startCurlPaths } from "./curl-paths.js";
 
 const DIRECTIONS: Direction[] = ["download", "upload"];
 const MODES = [
@@ -88,6 +89,13 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
     middle["up-connect"] = [upConnect.server, upConnect.agent!];
   }
 
+  const curl = await startCurlPaths(ctx, { kgw, tenant, upConnect, delayMsEachWay: d });
+  const curlBytes = Math.min(sizes.bulkBytes, CURL_MAX_BULK_BYTES);
+  const curlMove = (name: string, dir: Direction, bytes: number) => {
+    const route = curl.routes[name]!;
+    return dir === "download" ? curl.client.download(route, bytes) : curl.client.upload(route, bytes);
+  };
+
   const s = new Samples(ctx);
   const warmBytes = Math.min(WARMUP_BYTES, sizes.bulkBytes);
   const warmMs = sizes.warmupMs;
@@ -99,12 +107,30 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
       });
     }
   }
+  for (const name of Object.keys(curl.routes)) {
+    for (const dir of DIRECTIONS) {
+      await s.take(`curl-${name}-${dir}`, async () => {
+        await curlMove(name, dir, warmBytes);
+        return Number.NaN;
+      });
+    }
+  }
   // Every path in every round, the order reversed every other round; ratios are per round.
   const measured = new Samples(ctx);
   const cpu = new Samples(ctx);
   const echo = new Samples(ctx);
   const pairs = Object.keys(paths).flatMap((name) => DIRECTIONS.map((dir) => ({ name, dir })));
+  const curlPairs = Object.keys(curl.routes).flatMap((name) => DIRECTIONS.map((dir) => ({ name, dir })));
   await eachRound(ctx, async (round) => {
+    for (const { name, dir } of roundOrder(curlPairs, round)) {
+      const key = `curl-${name}-${dir}`;
+      if (s.failed(key)) {
+        if (!measured.failed(key)) measured.fail(key, new Error("failed during warm-up"));
+        continue;
+      }
+      ctx.log(`    curl ${dir} ${name}`);
+      await measured.take(key, () => curlMove(name, dir, curlBytes));
+    }
     for (const { name, dir } of roundOrder(pairs, round)) {
       const key = `${name}-${dir}`;
       if (s.failed(key)) {
@@ -131,6 +157,21 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
   });
 
   const rows: Row[] = [];
+  for (const dir of DIRECTIONS) {
+    rows.push({
+      name: `${dir}, HTTP CONNECT (curl)`,
+      unit: "MB/s",
+      better: "higher",
+      targets: o.targets,
+      cells: {
+        kgw: measured.cell(`curl-kgw-${dir}`),
+        ...tenantCell(tenant, () => measured.cell(`curl-tenant-${dir}`)),
+        direct: measured.cell(`curl-direct-${dir}`),
+        relay: measured.cell(`curl-relay-${dir}`),
+        upstream: upstreamCell(ctx, up.connect, () => measured.cell(`curl-up-${dir}`)),
+      },
+    });
+  }
   for (const { mode, label } of MODES) {
     for (const dir of DIRECTIONS) {
       rows.push({
