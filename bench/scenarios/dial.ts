@@ -11,6 +11,7 @@
  * --tenant-mode, kgw in tenant mode is measured as kgw is, its callers on the agent port.
  */
 import type { Client } from "@grpc/grpc-js";
+import { GoClient } from "../harness/go-client.js";
 import { connectOpener, grpcRotatingOpener, type Opener, tcpOpener } from "../harness/paths.js";
 import type { BenchPki } from "../harness/pki.js";
 import { RawProxyStream, rawProxyClient } from "../harness/raw.js";
@@ -20,6 +21,7 @@ import { dialAndClose, dialLatencies, sustainedRate } from "../harness/transfer.
 import type { BenchContext, Cell, Row, Scenario, Target } from "../harness/types.js";
 import { Samples, startTenantIfAsked, startUpstreams, tenantCell, upstreamCell } from "./common.js";
 import { startCurlPaths } from "./curl-paths.js";
+import { GO_BASELINE_NA, goCell, startGoPaths } from "./go-paths.js";
 
 /** curl's dials per concurrent dialer in a dial-rate run (a fixed count: curl takes no duration). */
 const CURL_RATE_DIALS_PER_DIALER = 20;
@@ -88,9 +90,17 @@ async function run(ctx: BenchContext): Promise<Row[]> {
 
   const curl = await startCurlPaths(ctx, { kgw, tenant, upConnect: up.connect });
   const curlRateDials = sizes.dialConcurrency * CURL_RATE_DIALS_PER_DIALER;
+  const go = await startGoPaths(ctx, { kgw, tenant, upGrpc: up.grpc, target });
+  const goClient = go.client instanceof GoClient ? go.client : null;
 
   // Warm-up once per path, then every path in every round (order reversed every other round).
   const lat = new Samples(ctx);
+  for (const [name, route] of goClient ? Object.entries(go.routes) : []) {
+    ctx.log(`  warm-up Go client ${name}`);
+    const key = `go-${name}`;
+    await lat.takeRound(`${key}-warmup`, () => goClient!.dialLatencies(route, sizes.warmupDials));
+    if (lat.failed(`${key}-warmup`)) lat.fail(key, new Error("failed during warm-up"));
+  }
   for (const [name, route] of Object.entries(curl.routes)) {
     ctx.log(`  warm-up curl ${name}`);
     const key = `curl-${name}`;
@@ -130,6 +140,18 @@ async function run(ctx: BenchContext): Promise<Row[]> {
       ctx.log(`    dial rate curl ${name}`);
       await rate.take(`curl-${name}`, () =>
         curl.client.dialRate(curl.routes[name]!, curlRateDials, sizes.dialConcurrency),
+      );
+    }
+    for (const name of goClient ? roundOrder(Object.keys(go.routes), round) : []) {
+      if (lat.failed(`go-${name}`)) continue;
+      ctx.log(`    latency Go client ${name}`);
+      await lat.takeRound(`go-${name}`, () => goClient!.dialLatencies(go.routes[name]!, sizes.latencyDials));
+    }
+    for (const name of goClient ? roundOrder(Object.keys(go.routes), round) : []) {
+      if (rate.failed(`go-${name}`)) continue;
+      ctx.log(`    dial rate Go client ${name}`);
+      await rate.take(`go-${name}`, () =>
+        goClient!.dialRate(go.routes[name]!, curlRateDials, sizes.dialConcurrency),
       );
     }
     for (const name of roundOrder(Object.keys(openers), round)) {
@@ -180,6 +202,19 @@ async function run(ctx: BenchContext): Promise<Row[]> {
       upstream: upstreamCell(ctx, up.connect, () => pct("curl-up", p)),
     },
   });
+  const goLatencyRow = (p: number): Row => ({
+    name: `gRPC dial to first byte (Go konnectivity-client, single-use tunnel: new mTLS connection), p${p}`,
+    unit: "ms",
+    better: "lower",
+    targets: [{ kind: "upstream" }],
+    cells: {
+      kgw: goCell(go, () => pct("go-kgw", p)),
+      ...tenantCell(tenant, () => goCell(go, () => pct("go-tenant", p))),
+      direct: GO_BASELINE_NA,
+      relay: GO_BASELINE_NA,
+      upstream: upstreamCell(ctx, up.grpc, () => goCell(go, () => pct("go-up", p))),
+    },
+  });
   const c = sizes.dialConcurrency;
   const rows: Row[] = [
     curlLatencyRow(50),
@@ -195,6 +230,21 @@ async function run(ctx: BenchContext): Promise<Row[]> {
         direct: rate.cell("curl-direct"),
         relay: rate.cell("curl-relay"),
         upstream: upstreamCell(ctx, up.connect, () => rate.cell("curl-up")),
+      },
+    },
+    goLatencyRow(50),
+    goLatencyRow(99),
+    {
+      name: `dials/s, gRPC (Go konnectivity-client, single-use tunnel), ${c} concurrent`,
+      unit: "dials/s",
+      better: "higher",
+      targets: [{ kind: "upstream" }],
+      cells: {
+        kgw: goCell(go, () => rate.cell("go-kgw")),
+        ...tenantCell(tenant, () => goCell(go, () => rate.cell("go-tenant"))),
+        direct: GO_BASELINE_NA,
+        relay: GO_BASELINE_NA,
+        upstream: upstreamCell(ctx, up.grpc, () => goCell(go, () => rate.cell("go-up"))),
       },
     },
   ];
