@@ -16,9 +16,10 @@
  * Downloaded bytes go to a file on tmpfs and are checked there after curl exits; uploads come
  * from a file of the pattern and the backend checks them.
  */
-import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
+import { CallerFileCache } from "./caller-files.js";
 import type { RunOutput } from "./output.js";
 import { PatternCheck, PatternSource, randomStart } from "./pattern.js";
 import type { BenchPki } from "./pki.js";
@@ -63,13 +64,14 @@ export interface CurlTiming {
 /** curl runs of one scenario: their files and credentials, removed with the scenario. */
 export class CurlClient {
   private readonly dataDir: string;
-  private readonly credentials = new Map<BenchPki, string[]>();
+  private readonly credentials: CallerFileCache;
 
   constructor(
     private readonly output: RunOutput,
     scope: Scope,
   ) {
     this.dataDir = mkdtempSync(path.join(DATA_ROOT, "kgw-bench-curl-"));
+    this.credentials = new CallerFileCache(this.dataDir);
     scope.defer(() => rmSync(this.dataDir, { recursive: true, force: true }));
   }
 
@@ -184,30 +186,18 @@ export class CurlClient {
   private routeArgs(route: CurlRoute): string[] {
     if (route.proxyPort === undefined) return ["--noproxy", "*"];
     if (!route.pki) throw new Error("a proxied route needs the caller's credentials");
-    const [ca, cert, key] = this.credentialFiles(route.pki);
+    const { ca, cert, key } = this.credentials.filesFor(route.pki);
     return [
       "--proxytunnel",
       "--proxy",
       `https://${LOOPBACK}:${route.proxyPort}`,
       "--proxy-cacert",
-      ca!,
+      ca,
       "--proxy-cert",
-      cert!,
+      cert,
       "--proxy-key",
-      key!,
+      key,
     ];
-  }
-
-  private credentialFiles(pki: BenchPki): string[] {
-    let files = this.credentials.get(pki);
-    if (!files) {
-      const n = this.credentials.size;
-      files = ["ca", "cert", "key"].map((f) => path.join(this.dataDir, `${f}-${n}.pem`));
-      const pems = [pki.caPem, pki.frontendCertPem, pki.frontendKeyPem];
-      for (const [i, f] of files.entries()) writeFileSync(f, pems[i]!, { mode: 0o600 });
-      this.credentials.set(pki, files);
-    }
-    return files;
   }
 }
 

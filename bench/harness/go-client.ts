@@ -7,10 +7,11 @@
  * Built once per run with the module versions pinned in test/interop/go.mod (the Go module proxy
  * per go.sum), into node_modules/.cache/kgw-bench/bin like the upstream binaries.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { CallerFileCache } from "./caller-files.js";
 import type { RunOutput } from "./output.js";
 import { randomStart } from "./pattern.js";
 import type { BenchPki } from "./pki.js";
@@ -48,7 +49,7 @@ export interface GoRoute {
 /** Runs of the Go client in one scenario; their credential files are removed with it. */
 export class GoClient {
   private readonly dir: string;
-  private readonly credentials = new Map<BenchPki, string[]>();
+  private readonly credentials: CallerFileCache;
   private runs = 0;
 
   constructor(
@@ -57,6 +58,7 @@ export class GoClient {
     scope: Scope,
   ) {
     this.dir = mkdtempSync(path.join(tmpdir(), "kgw-bench-go-"));
+    this.credentials = new CallerFileCache(this.dir);
     scope.defer(() => rmSync(this.dir, { recursive: true, force: true }));
   }
 
@@ -90,7 +92,7 @@ export class GoClient {
   }
 
   private async run<T>(route: GoRoute, args: string[]): Promise<T> {
-    const [ca, cert, key] = this.credentialFiles(route.pki);
+    const { ca, cert, key } = this.credentials.filesFor(route.pki);
     const out = path.join(this.dir, `result-${++this.runs}.json`);
     const log = this.output.fileFor("go-client");
     const child = new Child("go-client", log, this.bin, [
@@ -115,17 +117,5 @@ export class GoClient {
     } finally {
       rmSync(out, { force: true });
     }
-  }
-
-  private credentialFiles(pki: BenchPki): string[] {
-    let files = this.credentials.get(pki);
-    if (!files) {
-      const n = this.credentials.size;
-      files = ["ca", "cert", "key"].map((f) => path.join(this.dir, `${f}-${n}.pem`));
-      const pems = [pki.caPem, pki.frontendCertPem, pki.frontendKeyPem];
-      for (const [i, f] of files.entries()) writeFileSync(f, pems[i]!, { mode: 0o600 });
-      this.credentials.set(pki, files);
-    }
-    return files;
   }
 }
