@@ -23,8 +23,8 @@ import { Samples, startTenantIfAsked, startUpstreams, tenantCell, upstreamCell }
 import { startCurlPaths } from "./curl-paths.js";
 import { GO_BASELINE_NA, goCell, startGoPaths } from "./go-paths.js";
 
-/** curl's dials per concurrent dialer in a dial-rate run (a fixed count: curl takes no duration). */
-const CURL_RATE_DIALS_PER_DIALER = 20;
+/** Dials per concurrent dialer in a curl or Go client dial-rate run (a fixed count: curl takes no duration). */
+const EXTERNAL_RATE_DIALS_PER_DIALER = 20;
 
 /** Dials per stream in the open-stream measurement (upstream keeps each connection until the
  * stream ends: it ends the stream on CLOSE_REQ, so connections are not closed one by one). */
@@ -89,7 +89,7 @@ async function run(ctx: BenchContext): Promise<Row[]> {
   if (upGrpc) raw["up-raw"] = rawClient("up", upGrpc);
 
   const curl = await startCurlPaths(ctx, { kgw, tenant, upConnect: up.connect });
-  const curlRateDials = sizes.dialConcurrency * CURL_RATE_DIALS_PER_DIALER;
+  const externalRateDials = sizes.dialConcurrency * EXTERNAL_RATE_DIALS_PER_DIALER;
   const go = await startGoPaths(ctx, { kgw, tenant, upGrpc: up.grpc, target });
   const goClient = go.client instanceof GoClient ? go.client : null;
 
@@ -139,7 +139,7 @@ async function run(ctx: BenchContext): Promise<Row[]> {
       if (rate.failed(`curl-${name}`)) continue;
       ctx.log(`    dial rate curl ${name}`);
       await rate.take(`curl-${name}`, () =>
-        curl.client.dialRate(curl.routes[name]!, curlRateDials, sizes.dialConcurrency),
+        curl.client.dialRate(curl.routes[name]!, externalRateDials, sizes.dialConcurrency),
       );
     }
     for (const name of goClient ? roundOrder(Object.keys(go.routes), round) : []) {
@@ -151,7 +151,7 @@ async function run(ctx: BenchContext): Promise<Row[]> {
       if (rate.failed(`go-${name}`)) continue;
       ctx.log(`    dial rate Go client ${name}`);
       await rate.take(`go-${name}`, () =>
-        goClient!.dialRate(go.routes[name]!, curlRateDials, sizes.dialConcurrency),
+        goClient!.dialRate(go.routes[name]!, externalRateDials, sizes.dialConcurrency),
       );
     }
     for (const name of roundOrder(Object.keys(openers), round)) {
