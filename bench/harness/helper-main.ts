@@ -1,12 +1,14 @@
 /**
  * Entry point of the benchmark's helper processes:
  *   helper-main.ts backend
+ *   helper-main.ts http-backend
  *   helper-main.ts relay --target-port=P
  *   helper-main.ts delay --target-port=P --delay-ms=D
  * Each listens on an ephemeral loopback port and prints {"port":N} once it does.
  */
 import type { Server } from "node:net";
 import { createBackend } from "./backend.js";
+import { createHttpBackend } from "./http-backend.js";
 import { createDelayProxy, createRelay } from "./relay.js";
 
 function flag(name: string): number {
@@ -21,6 +23,9 @@ let server: Server;
 switch (role) {
   case "backend":
     server = createBackend();
+    break;
+  case "http-backend":
+    server = createHttpBackend();
     break;
   case "relay":
     server = createRelay(flag("target-port"));

@@ -52,6 +52,11 @@ export function startBackend(ctx: StackContext): Promise<Endpoint> {
   return startHelper(ctx, "backend", ["backend"]);
 }
 
+/** The HTTP front (http-backend.ts), for clients that speak HTTP through a tunnel (curl). */
+export function startHttpBackend(ctx: StackContext): Promise<Endpoint> {
+  return startHelper(ctx, "http-backend", ["http-backend"]);
+}
+
 export function startDelay(ctx: StackContext, targetPort: number, delayMs: number): Promise<Endpoint> {
   return startHelper(ctx, `delay-${delayMs}ms`, [
     "delay",

@@ -12,9 +12,9 @@ import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { REPO_ROOT } from "./repo.js";
 
-const INTEROP_DIR = path.join(REPO_ROOT, "test", "interop");
+export const INTEROP_DIR = path.join(REPO_ROOT, "test", "interop");
 const INTEROP_BIN = path.join(INTEROP_DIR, ".cache", "bin");
-const OWN_BIN = path.join(REPO_ROOT, "node_modules", ".cache", "kgw-bench", "bin");
+export const OWN_BIN = path.join(REPO_ROOT, "node_modules", ".cache", "kgw-bench", "bin");
 
 const PACKAGES = [
   "sigs.k8s.io/apiserver-network-proxy/cmd/agent",
@@ -28,7 +28,7 @@ export interface UpstreamBinaries {
   version: string;
 }
 
-function run(cmd: string, args: string[], cwd: string, timeoutMs: number): Promise<string> {
+export function run(cmd: string, args: string[], cwd: string, timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
     execFile(
       cmd,

@@ -11,6 +11,7 @@
  * --tenant-mode, kgw in tenant mode is measured as kgw is, its callers on the agent port.
  */
 import type { Client } from "@grpc/grpc-js";
+import { GoClient } from "../harness/go-client.js";
 import { connectOpener, grpcRotatingOpener, type Opener, tcpOpener } from "../harness/paths.js";
 import type { BenchPki } from "../harness/pki.js";
 import { RawProxyStream, rawProxyClient } from "../harness/raw.js";
@@ -19,6 +20,11 @@ import { startBackend, startKgw, startRelayChain, type TunnelStack } from "../ha
 import { dialAndClose, dialLatencies, sustainedRate } from "../harness/transfer.js";
 import type { BenchContext, Cell, Row, Scenario, Target } from "../harness/types.js";
 import { Samples, startTenantIfAsked, startUpstreams, tenantCell, upstreamCell } from "./common.js";
+import { startCurlPaths } from "./curl-paths.js";
+import { GO_BASELINE_NA, goCell, startGoPaths } from "./go-paths.js";
+
+/** Dials per concurrent dialer in a curl or Go client dial-rate run (a fixed count: curl takes no duration). */
+const EXTERNAL_RATE_DIALS_PER_DIALER = 20;
 
 /** Dials per stream in the open-stream measurement (upstream keeps each connection until the
  * stream ends: it ends the stream on CLOSE_REQ, so connections are not closed one by one). */
@@ -82,8 +88,25 @@ async function run(ctx: BenchContext): Promise<Row[]> {
   if (upGrpc) openers["up-grpc"] = sharedGrpc(upGrpc);
   if (upGrpc) raw["up-raw"] = rawClient("up", upGrpc);
 
+  const curl = await startCurlPaths(ctx, { kgw, tenant, upConnect: up.connect });
+  const externalRateDials = sizes.dialConcurrency * EXTERNAL_RATE_DIALS_PER_DIALER;
+  const go = await startGoPaths(ctx, { kgw, tenant, upGrpc: up.grpc, target });
+  const goClient = go.client instanceof GoClient ? go.client : null;
+
   // Warm-up once per path, then every path in every round (order reversed every other round).
   const lat = new Samples(ctx);
+  for (const [name, route] of goClient ? Object.entries(go.routes) : []) {
+    ctx.log(`  warm-up Go client ${name}`);
+    const key = `go-${name}`;
+    await lat.takeRound(`${key}-warmup`, () => goClient!.dialLatencies(route, sizes.warmupDials));
+    if (lat.failed(`${key}-warmup`)) lat.fail(key, new Error("failed during warm-up"));
+  }
+  for (const [name, route] of Object.entries(curl.routes)) {
+    ctx.log(`  warm-up curl ${name}`);
+    const key = `curl-${name}`;
+    await lat.takeRound(`${key}-warmup`, () => curl.client.dialLatencies(route, sizes.warmupDials));
+    if (lat.failed(`${key}-warmup`)) lat.fail(key, new Error("failed during warm-up"));
+  }
   for (const [name, open] of Object.entries(openers)) {
     ctx.log(`  warm-up ${name}`);
     await lat.takeRound(`${name}-warmup`, () => dialLatencies(open, sizes.warmupDials));
@@ -105,6 +128,32 @@ async function run(ctx: BenchContext): Promise<Row[]> {
     if (raw[name]) rawDialers[name] = openStreamDialTask(ctx, raw[name], target, sizes.dialConcurrency);
   }
   await eachRound(ctx, async (round) => {
+    for (const name of roundOrder(Object.keys(curl.routes), round)) {
+      if (lat.failed(`curl-${name}`)) continue;
+      ctx.log(`    latency curl ${name}`);
+      await lat.takeRound(`curl-${name}`, () =>
+        curl.client.dialLatencies(curl.routes[name]!, sizes.latencyDials),
+      );
+    }
+    for (const name of roundOrder(Object.keys(curl.routes), round)) {
+      if (rate.failed(`curl-${name}`)) continue;
+      ctx.log(`    dial rate curl ${name}`);
+      await rate.take(`curl-${name}`, () =>
+        curl.client.dialRate(curl.routes[name]!, externalRateDials, sizes.dialConcurrency),
+      );
+    }
+    for (const name of goClient ? roundOrder(Object.keys(go.routes), round) : []) {
+      if (lat.failed(`go-${name}`)) continue;
+      ctx.log(`    latency Go client ${name}`);
+      await lat.takeRound(`go-${name}`, () => goClient!.dialLatencies(go.routes[name]!, sizes.latencyDials));
+    }
+    for (const name of goClient ? roundOrder(Object.keys(go.routes), round) : []) {
+      if (rate.failed(`go-${name}`)) continue;
+      ctx.log(`    dial rate Go client ${name}`);
+      await rate.take(`go-${name}`, () =>
+        goClient!.dialRate(go.routes[name]!, externalRateDials, sizes.dialConcurrency),
+      );
+    }
     for (const name of roundOrder(Object.keys(openers), round)) {
       ctx.log(`    latency ${name}`);
       await lat.takeRound(name, () => dialLatencies(openers[name]!, sizes.latencyDials));
@@ -140,7 +189,65 @@ async function run(ctx: BenchContext): Promise<Row[]> {
     { kind: "atMost", value: p === 50 ? 1 : 5 },
     { kind: "upstream" },
   ];
-  const rows: Row[] = [];
+  const curlLatencyRow = (p: number): Row => ({
+    name: `CONNECT dial to first byte (curl, new mTLS connection, no resumption), p${p}`,
+    unit: "ms",
+    better: "lower",
+    targets: [{ kind: "upstream" }],
+    cells: {
+      kgw: pct("curl-kgw", p),
+      ...tenantCell(tenant, () => pct("curl-tenant", p)),
+      direct: pct("curl-direct", p),
+      relay: pct("curl-relay", p),
+      upstream: upstreamCell(ctx, up.connect, () => pct("curl-up", p)),
+    },
+  });
+  const goLatencyRow = (p: number): Row => ({
+    name: `gRPC dial to first byte (Go konnectivity-client, single-use tunnel: new mTLS connection), p${p}`,
+    unit: "ms",
+    better: "lower",
+    targets: [{ kind: "upstream" }],
+    cells: {
+      kgw: goCell(go, () => pct("go-kgw", p)),
+      ...tenantCell(tenant, () => goCell(go, () => pct("go-tenant", p))),
+      direct: GO_BASELINE_NA,
+      relay: GO_BASELINE_NA,
+      upstream: upstreamCell(ctx, up.grpc, () => goCell(go, () => pct("go-up", p))),
+    },
+  });
+  const c = sizes.dialConcurrency;
+  const rows: Row[] = [
+    curlLatencyRow(50),
+    curlLatencyRow(99),
+    {
+      name: `dials/s, CONNECT (curl), ${c} concurrent`,
+      unit: "dials/s",
+      better: "higher",
+      targets: [{ kind: "upstream" }],
+      cells: {
+        kgw: rate.cell("curl-kgw"),
+        ...tenantCell(tenant, () => rate.cell("curl-tenant")),
+        direct: rate.cell("curl-direct"),
+        relay: rate.cell("curl-relay"),
+        upstream: upstreamCell(ctx, up.connect, () => rate.cell("curl-up")),
+      },
+    },
+    goLatencyRow(50),
+    goLatencyRow(99),
+    {
+      name: `dials/s, gRPC (Go konnectivity-client, single-use tunnel), ${c} concurrent`,
+      unit: "dials/s",
+      better: "higher",
+      targets: [{ kind: "upstream" }],
+      cells: {
+        kgw: goCell(go, () => rate.cell("go-kgw")),
+        ...tenantCell(tenant, () => goCell(go, () => rate.cell("go-tenant"))),
+        direct: GO_BASELINE_NA,
+        relay: GO_BASELINE_NA,
+        upstream: upstreamCell(ctx, up.grpc, () => goCell(go, () => rate.cell("go-up"))),
+      },
+    },
+  ];
   for (const p of [50, 99]) {
     rows.push(
       latencyRow("CONNECT dial to first byte (new mTLS connection)", "kgw-connect", "up-connect", p, [
@@ -171,7 +278,6 @@ async function run(ctx: BenchContext): Promise<Row[]> {
     );
   }
   const rateTargets: Target[] = [{ kind: "atLeast", value: 5000 }, { kind: "upstream" }];
-  const c = sizes.dialConcurrency;
   rows.push(
     {
       name: `dials/s, CONNECT, ${c} concurrent`,

@@ -6,6 +6,8 @@
  * the delay proxy sits between agent and server (between the two relays; between client and
  * backend for direct TCP): the WAN case.
  */
+
+import { GoClient } from "../harness/go-client.js";
 import { connectOpener, grpcOwnChannelOpener, type Opener, tcpOpener } from "../harness/paths.js";
 import type { Child } from "../harness/procs.js";
 import { eachRound, roundOrder } from "../harness/rounds.js";
@@ -14,6 +16,8 @@ import { median } from "../harness/stats.js";
 import { bulk, type Direction, pingRoundTrips } from "../harness/transfer.js";
 import type { BenchContext, Cell, Row, Scenario, Target } from "../harness/types.js";
 import { Samples, startTenantIfAsked, startUpstreams, tenantCell, upstreamCell } from "./common.js";
+import { CURL_MAX_BULK_BYTES, startCurlPaths } from "./curl-paths.js";
+import { GO_BASELINE_NA, goCell, startGoPaths } from "./go-paths.js";
 
 const DIRECTIONS: Direction[] = ["download", "upload"];
 const MODES = [
@@ -88,6 +92,23 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
     middle["up-connect"] = [upConnect.server, upConnect.agent!];
   }
 
+  const curl = await startCurlPaths(ctx, { kgw, tenant, upConnect, delayMsEachWay: d });
+  const curlBytes = Math.min(sizes.bulkBytes, CURL_MAX_BULK_BYTES);
+  const curlMove = (name: string, dir: Direction, bytes: number) => {
+    const route = curl.routes[name]!;
+    return dir === "download" ? curl.client.download(route, bytes) : curl.client.upload(route, bytes);
+  };
+
+  const go = await startGoPaths(ctx, { kgw, tenant, upGrpc, target });
+  const goClient = go.client instanceof GoClient ? go.client : null;
+  const goMove = (name: string, dir: Direction, bytes: number) =>
+    goClient!.transfer(go.routes[name]!, dir, bytes);
+  /** The clients of their own processes, each with its paths: [key prefix, path names, move]. */
+  const external: [string, string[], typeof curlMove][] = [
+    ["curl", Object.keys(curl.routes), curlMove],
+    ...(goClient ? [["go", Object.keys(go.routes), goMove] as [string, string[], typeof curlMove]] : []),
+  ];
+
   const s = new Samples(ctx);
   const warmBytes = Math.min(WARMUP_BYTES, sizes.bulkBytes);
   const warmMs = sizes.warmupMs;
@@ -99,12 +120,34 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
       });
     }
   }
+  for (const [prefix, names, move] of external) {
+    for (const name of names) {
+      for (const dir of DIRECTIONS) {
+        await s.take(`${prefix}-${name}-${dir}`, async () => {
+          await move(name, dir, warmBytes);
+          return Number.NaN;
+        });
+      }
+    }
+  }
   // Every path in every round, the order reversed every other round; ratios are per round.
   const measured = new Samples(ctx);
   const cpu = new Samples(ctx);
   const echo = new Samples(ctx);
   const pairs = Object.keys(paths).flatMap((name) => DIRECTIONS.map((dir) => ({ name, dir })));
+  const externalPairs = external.flatMap(([prefix, names, move]) =>
+    names.flatMap((name) => DIRECTIONS.map((dir) => ({ prefix, name, dir, move }))),
+  );
   await eachRound(ctx, async (round) => {
+    for (const { prefix, name, dir, move } of roundOrder(externalPairs, round)) {
+      const key = `${prefix}-${name}-${dir}`;
+      if (s.failed(key)) {
+        if (!measured.failed(key)) measured.fail(key, new Error("failed during warm-up"));
+        continue;
+      }
+      ctx.log(`    ${prefix} ${dir} ${name}`);
+      await measured.take(key, () => move(name, dir, curlBytes));
+    }
     for (const { name, dir } of roundOrder(pairs, round)) {
       const key = `${name}-${dir}`;
       if (s.failed(key)) {
@@ -131,6 +174,37 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
   });
 
   const rows: Row[] = [];
+  for (const dir of DIRECTIONS) {
+    rows.push({
+      name: `${dir}, HTTP CONNECT (curl)`,
+      unit: "MB/s",
+      better: "higher",
+      targets: o.targets,
+      cells: {
+        kgw: measured.cell(`curl-kgw-${dir}`),
+        ...tenantCell(tenant, () => measured.cell(`curl-tenant-${dir}`)),
+        direct: measured.cell(`curl-direct-${dir}`),
+        relay: measured.cell(`curl-relay-${dir}`),
+        upstream: upstreamCell(ctx, up.connect, () => measured.cell(`curl-up-${dir}`)),
+      },
+    });
+  }
+  for (const dir of DIRECTIONS) {
+    const m = (key: string) => () => goCell(go, () => measured.cell(`go-${key}-${dir}`));
+    rows.push({
+      name: `${dir}, gRPC (Go konnectivity-client, single-use tunnel)`,
+      unit: "MB/s",
+      better: "higher",
+      targets: o.targets,
+      cells: {
+        kgw: m("kgw")(),
+        ...tenantCell(tenant, m("tenant")),
+        direct: GO_BASELINE_NA,
+        relay: GO_BASELINE_NA,
+        upstream: upstreamCell(ctx, up.grpc, m("up")),
+      },
+    });
+  }
   for (const { mode, label } of MODES) {
     for (const dir of DIRECTIONS) {
       rows.push({

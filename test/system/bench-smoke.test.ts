@@ -5,7 +5,7 @@
  * per round, and left each child's output in a file of its own. No timing assertions: CI machines are too noisy for
  * them, and the figures belong to docs/PERFORMANCE.md, not to a test.
  */
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -27,6 +27,15 @@ const TENANT_SCENARIOS = ["throughput", "dial"];
  * figure next to the noisy tenant only.
  */
 const NOISY_SCENARIO = "fairness";
+/**
+ * The scenarios whose first rows are measured by clients that are not ours, each its own
+ * process: curl (HTTP CONNECT) first, then the Go konnectivity-client (gRPC), then ours.
+ */
+const EXTERNAL_CLIENT_SCENARIOS = ["throughput", "wan", "dial"];
+const CURL = "(curl";
+const GO_CLIENT = "(Go konnectivity-client";
+/** The Go client is built with `go`; without it its rows say so instead of a figure. */
+const HAS_GO = spawnSync("go", ["version"], { stdio: "ignore" }).status === 0;
 /** The scenario that measures a dial through a peer hop (HOP_SYSTEM) next to one instance (kgw). */
 const HOP_SCENARIO = "peer-hop";
 
@@ -117,8 +126,36 @@ describe("npm run bench -- --quick --rounds 2 --upstream=off --tenant-mode", () 
         for (const l of scenario.logs ?? [])
           expect(existsSync(path.join(out, scenario.name, l.file))).toBe(true);
         expect(run.stdout).toContain(scenario.title);
+        if (EXTERNAL_CLIENT_SCENARIOS.includes(scenario.name)) {
+          // curl's rows, then the Go client's, then the in-process clients', each client in
+          // processes of its own whose output is in files of their own.
+          const kinds = scenario.rows.map((r) =>
+            r.name.includes(CURL) ? "curl" : r.name.includes(GO_CLIENT) ? "go" : "ours",
+          );
+          const firstOurs = kinds.indexOf("ours");
+          expect(kinds.slice(0, firstOurs).sort(), scenario.name).toEqual(kinds.slice(0, firstOurs));
+          expect(kinds.filter((k) => k === "curl").length, scenario.name).toBeGreaterThanOrEqual(2);
+          expect(kinds.filter((k) => k === "go").length, scenario.name).toBeGreaterThanOrEqual(2);
+          expect(kinds.slice(firstOurs), scenario.name).not.toContain("curl");
+          expect(kinds.slice(firstOurs), scenario.name).not.toContain("go");
+          const files = (scenario.logs ?? []).map((l) => l.file);
+          expect(files.filter((f) => f.startsWith("curl")).length, scenario.name).toBeGreaterThan(0);
+          expect(files, scenario.name).toContain("http-backend.log");
+          if (HAS_GO)
+            expect(files.filter((f) => f.startsWith("go-client")).length, scenario.name).toBeGreaterThan(0);
+        }
         for (const row of scenario.rows) {
           const where = `${scenario.name} / ${row.name}`;
+          if (row.name.includes(CURL)) {
+            // curl measures the baselines too: straight to the backend, and through the relays.
+            for (const system of ["direct", "relay"] as const) {
+              expect(row.cells[system]?.rounds, `${where} / ${system}`).toHaveLength(ROUNDS);
+            }
+          }
+          if (row.name.includes(GO_CLIENT) && !HAS_GO) {
+            expect(row.cells.kgw?.na, where).toContain("go");
+            continue;
+          }
           expect(run.stdout, where).toContain(row.name);
           // Every cell is a figure or a stated n/a; none failed.
           for (const system of SYSTEMS) {
