@@ -10,6 +10,7 @@
 import { randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { type ClientHttp2Session, type ClientHttp2Stream, connect as http2Connect } from "node:http2";
+import { connect as netConnect } from "node:net";
 import { connect as tlsConnect } from "node:tls";
 import { Client, type ClientDuplexStream, Metadata } from "@grpc/grpc-js";
 import { decodePacket, encodePacket } from "../../lib/proto/codec.js";
@@ -106,6 +107,20 @@ export class RawProxyStream {
   }
 }
 
+/**
+ * The client side's source address for agent `i` of `sources`: 127.0.0.1 for one source, else
+ * one of 127.0.0.2 … (Linux routes all of 127.0.0.0/8 to loopback, so no set-up is needed): many
+ * agents behind one NAT address against a fleet of nodes each with its own.
+ */
+export function sourceAddress(i: number, sources: number): string {
+  if (sources <= 1) return LOOPBACK;
+  if (sources > MAX_SOURCES) throw new RangeError(`at most ${MAX_SOURCES} source addresses: ${sources}`);
+  return `127.0.0.${2 + (i % sources)}`;
+}
+
+/** 127.0.0.2 … 127.0.0.254. */
+export const MAX_SOURCES = 253;
+
 export interface AgentStreams {
   count: number;
   /** How many of them the server (or the network) has ended since they opened. */
@@ -128,6 +143,8 @@ export async function openAgentStreams(
     idPrefix: string;
     token: string;
     transport?: "grpc" | "tunnel";
+    /** Source addresses the agents connect from, in turn (sourceAddress); default one. */
+    sources?: number;
   },
 ): Promise<AgentStreams> {
   if (opts.transport === "tunnel") return openTunnelAgents(pki, agentPort, opts);
@@ -140,7 +157,13 @@ export async function openAgentStreams(
       for (const s of sessions) s.destroy();
     },
     async (i) => {
-      const agent = connectGrpcAgent(pki, agentPort, `${opts.idPrefix}-${i}`, opts.token);
+      const agent = connectGrpcAgent(
+        pki,
+        agentPort,
+        `${opts.idPrefix}-${i}`,
+        opts.token,
+        sourceAddress(i, opts.sources ?? 1),
+      );
       sessions.push(agent.session);
       agent.stream.once("close", () => ended.n++);
       await agent.registered;
@@ -159,12 +182,18 @@ export function connectGrpcAgent(
   agentPort: number,
   agentId: string,
   token: string,
+  localAddress: string = LOOPBACK,
 ): { session: ClientHttp2Session; stream: ClientHttp2Stream; registered: Promise<void> } {
   const session = http2Connect(`https://${LOOPBACK}:${agentPort}`, {
-    ca: pki.caPem,
-    cert: pki.agentCertPem,
-    key: pki.agentKeyPem,
-    servername: "localhost",
+    createConnection: () =>
+      tlsConnect({
+        socket: netConnect({ host: LOOPBACK, port: agentPort, localAddress }),
+        ca: pki.caPem,
+        cert: pki.agentCertPem,
+        key: pki.agentKeyPem,
+        servername: "localhost",
+        ALPNProtocols: ["h2"],
+      }),
   });
   session.on("error", () => {});
   const stream = session.request(
@@ -215,7 +244,7 @@ async function openAll(
 async function openTunnelAgents(
   pki: BenchPki,
   agentPort: number,
-  opts: { count: number; concurrency: number; idPrefix: string; token: string },
+  opts: { count: number; concurrency: number; idPrefix: string; token: string; sources?: number },
 ): Promise<AgentStreams> {
   const sockets: ReturnType<typeof tlsConnect>[] = [];
   const ended = { n: 0 };
@@ -227,8 +256,11 @@ async function openTunnelAgents(
     },
     async (i) => {
       const socket = tlsConnect({
-        host: LOOPBACK,
-        port: agentPort,
+        socket: netConnect({
+          host: LOOPBACK,
+          port: agentPort,
+          localAddress: sourceAddress(i, opts.sources ?? 1),
+        }),
         ca: pki.caPem,
         cert: pki.agentCertPem,
         key: pki.agentKeyPem,

@@ -16,6 +16,10 @@
  *     included, on both sides alike); settle; RSS growth over the base divided by the count:
  *     RSS per idle agent; then the server's CPU over IDLE_WINDOW_MS with every agent idle:
  *     CPU per second while idle, at both counts, and how much it grows per 1,000 agents.
+ *  4. steps 2–3 once more with the agents spread over MANY_SOURCES source addresses
+ *     (127.0.0.2 …) instead of one: RSS and registration CPU again (a fleet of nodes, each with
+ *     its own address, against a cluster behind one NAT address; the server keeps per-source
+ *     state, the handshake gate's turns and the refusal throttle); idle CPU is not read again.
  * Every agent stream must still be open after its idle window (a server that closed idle agents
  * would look cheap): a stream that ended fails the measurement.
  */
@@ -41,6 +45,8 @@ const QUICK_IDLE_WINDOW_MS = 500;
 const LISTEN_SAMPLES = 3;
 const QUICK_LISTEN_SAMPLES = 1;
 const CONCURRENCY = 32;
+/** Source addresses of the many-sources pass: a few agents each at 1,000, 40 each at 10,000. */
+const MANY_SOURCES = 250;
 const WARMUP = 100;
 /** Descriptors kept free for everything else a process has open. */
 const FD_RESERVE = 300;
@@ -61,8 +67,10 @@ export const scale: Scenario = {
 /** One system's figures in one round. */
 interface Sample {
   listenMs: number;
-  /** Per count: ms of server CPU per registration, KiB of RSS per agent, idle ms/s. */
+  /** Per count, from one source address: ms of server CPU per registration, KiB of RSS per agent, idle ms/s. */
   perCount: { count: number; regMs: number; rssKiB: number; idleMsPerS: number }[];
+  /** Per count, from MANY_SOURCES addresses: the same without idle CPU. */
+  manySources: { count: number; regMs: number; rssKiB: number }[];
 }
 
 type System = "kgw" | "upstream";
@@ -98,6 +106,27 @@ async function measure(ctx: BenchContext, system: System, counts: number[]): Pro
       await scope.close();
     }
   }
+  const one = await hold(ctx, system, counts, 1, listenMs);
+  const many = await hold(ctx, system, counts, MANY_SOURCES, listenMs);
+  return {
+    listenMs: median(listenMs),
+    perCount: one,
+    manySources: many.map(({ count, regMs, rssKiB }) => ({ count, regMs, rssKiB })),
+  };
+}
+
+/**
+ * One fresh server holding agents from `sources` addresses up to each count in turn (steps 2–3);
+ * its time to listen joins `listenMs`. Idle CPU is read from one source only.
+ */
+async function hold(
+  ctx: BenchContext,
+  system: System,
+  counts: number[],
+  sources: number,
+  listenMs: number[],
+): Promise<Sample["perCount"]> {
+  const quick = ctx.options.quick;
   const scope = new Scope();
   const opened: AgentStreams[] = [];
   try {
@@ -109,9 +138,10 @@ async function measure(ctx: BenchContext, system: System, counts: number[]): Pro
       const streams = await openAgentStreams(ctx.pki, stack.agentPort, {
         count: n,
         concurrency: CONCURRENCY,
-        idPrefix: `${system}-${seq++}`,
+        idPrefix: `${system}-${sources}-${seq++}`,
         token: AGENT_TOKEN,
         transport: "grpc",
+        sources,
       });
       opened.push(streams);
       return streams;
@@ -124,23 +154,26 @@ async function measure(ctx: BenchContext, system: System, counts: number[]): Pro
     const perCount: Sample["perCount"] = [];
     let held = 0;
     for (const count of counts) {
-      ctx.log(`  ${system}: ${count.toLocaleString("en-US")} idle agents`);
+      ctx.log(`  ${system}: ${count.toLocaleString("en-US")} idle agents from ${sources} source address(es)`);
       const cpu0 = server.cpuSeconds();
       await open(count - held);
       const regMs = ((server.cpuSeconds() - cpu0) * 1000) / (count - held);
       held = count;
       await sleep(ctx.sizes.settleMs);
       const rssKiB = (server.rssKiB() - baseRss) / count;
-      const windowMs = quick ? QUICK_IDLE_WINDOW_MS : IDLE_WINDOW_MS;
-      const cpu1 = server.cpuSeconds();
-      const t1 = now();
-      await sleep(windowMs);
-      const idleMsPerS = ((server.cpuSeconds() - cpu1) * 1000) / ((now() - t1) / 1000);
+      let idleMsPerS = Number.NaN;
+      if (sources === 1) {
+        const windowMs = quick ? QUICK_IDLE_WINDOW_MS : IDLE_WINDOW_MS;
+        const cpu1 = server.cpuSeconds();
+        const t1 = now();
+        await sleep(windowMs);
+        idleMsPerS = ((server.cpuSeconds() - cpu1) * 1000) / ((now() - t1) / 1000);
+      }
       const ended = opened.reduce((a, o) => a + o.ended(), 0);
       if (ended > 0) throw new Error(`${system}: ${ended} of ${count} idle agent streams ended`);
       perCount.push({ count, regMs, rssKiB, idleMsPerS });
     }
-    return { listenMs: median(listenMs), perCount };
+    return perCount;
   } finally {
     for (const o of opened) o.close();
     await scope.close();
@@ -191,13 +224,28 @@ async function run(ctx: BenchContext): Promise<Row[]> {
   });
   const n = (c: number) => c.toLocaleString("en-US");
   const at = (s: Sample, i: number) => s.perCount[i]!;
+  const many = (s: Sample, i: number) => s.manySources[i]!;
   const rows: Row[] = [row("time from process start to listening", "ms", (s) => s.listenMs)];
   counts.forEach((c, i) => {
-    rows.push(row(`server RSS per idle agent, ${n(c)} agents`, "KiB", (s) => at(s, i).rssKiB));
+    rows.push(row(`server RSS per idle agent, ${n(c)} agents, one source`, "KiB", (s) => at(s, i).rssKiB));
+    rows.push(
+      row(
+        `server RSS per idle agent, ${n(c)} agents, ${MANY_SOURCES} sources`,
+        "KiB",
+        (s) => many(s, i).rssKiB,
+      ),
+    );
   });
   counts.forEach((c, i) => {
     const what = i === 0 ? `first ${n(c)}` : `${n(counts[i - 1]!)} → ${n(c)}`;
-    rows.push(row(`server CPU per agent registration, ${what}`, "ms", (s) => at(s, i).regMs));
+    rows.push(row(`server CPU per agent registration, ${what}, one source`, "ms", (s) => at(s, i).regMs));
+    rows.push(
+      row(
+        `server CPU per agent registration, ${what}, ${MANY_SOURCES} sources`,
+        "ms",
+        (s) => many(s, i).regMs,
+      ),
+    );
   });
   counts.forEach((c, i) => {
     rows.push(row(`server CPU while idle, ${n(c)} agents`, "ms/s", (s) => at(s, i).idleMsPerS));

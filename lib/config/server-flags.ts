@@ -96,7 +96,7 @@ export const SERVER_FLAGS = defineFlags({
   "agent-probe-interval": {
     kind: "duration",
     default: 5_000,
-    help: "An agent silent this long is pinged (at most 200 pings a second for all agents: with more than 1,000 idle ones each is asked less often); one that does not answer within 2s gets no new dials until it does (0 disables).",
+    help: "An agent silent this long is pinged (at most 30 pings a second for all agents: with more than 150 idle ones each is asked less often); one that does not answer within 2s gets no new dials until it does (0 disables).",
   },
   "agent-liveness-timeout": {
     kind: "duration",

@@ -161,6 +161,63 @@ describe("AgentLiveness and dials", () => {
     liveness.stop();
   });
 
+  it("gives an agent the pacer asked late the rest of the timeout to answer, not only the answer timeout", () => {
+    // A crowded instance: the turn comes 5 minutes after the agent fell silent, long past the
+    // 60 s liveness timeout. An answer 3 s late (a loaded agent) must not cost the connection.
+    let wait = 300_000;
+    const { liveness, events, answer } = watched({
+      ...TIMES,
+      probeSlot: () => {
+        const w = wait;
+        wait = 0;
+        return w;
+      },
+    });
+    vi.advanceTimersByTime(305_000);
+    expect(events).toEqual(["probe"]);
+    vi.advanceTimersByTime(3_000);
+    expect(events).toEqual(["probe", "unresponsive"]);
+    answer();
+    expect(events).toEqual(["probe", "unresponsive", "responsive"]);
+    // Frozen after that: dead once asked and silent for the timeout (60 s, less one interval
+    // of asking), not sooner.
+    vi.advanceTimersByTime(54_000);
+    expect(events.some((e) => e.startsWith("dead"))).toBe(false);
+    vi.advanceTimersByTime(60_000);
+    expect(events.at(-1)).toMatch(/^dead after \d+$/);
+    liveness.stop();
+  });
+
+  it("writes off an agent asked late and never answering once it had the rest of the timeout", () => {
+    let wait = 300_000;
+    const { liveness, events } = watched({
+      ...TIMES,
+      probeSlot: () => {
+        const w = wait;
+        wait = 0;
+        return w;
+      },
+    });
+    vi.advanceTimersByTime(305_000 + 54_999);
+    expect(events).toEqual([
+      "probe",
+      "unresponsive",
+      "probe",
+      "probe",
+      "probe",
+      "probe",
+      "probe",
+      "probe",
+      "probe",
+      "probe",
+      "probe",
+      "probe",
+    ]);
+    vi.advanceTimersByTime(1);
+    expect(events.at(-1)).toMatch(/^dead after \d+$/);
+    liveness.stop();
+  });
+
   it("never makes the probe that goes with a dial wait", () => {
     const { liveness, events } = watched({ ...TIMES, probeSlot: () => 60_000 });
     vi.advanceTimersByTime(1_000);

@@ -13,7 +13,9 @@
  * stay, since a pause of a few seconds (GC, CPU starvation, a live migration) is not a death.
  * It is responsive again the moment anything arrives. Silent for `deadAfterMs` with a probe
  * unanswered, it is *dead*: the stream is closed and its tunnels end. (Silence alone is not
- * enough: with many idle agents the probe budget may ask an agent less often than that.)
+ * enough: with many idle agents the probe budget may ask an agent less often than that. Once
+ * asked, an agent has `deadAfterMs - probeIntervalMs` to answer, as long as an agent asked on time
+ * has: one the pacer asked minutes late is not written off for an answer a few seconds slow.)
  *
  * A dial is a question too: when one is sent to an agent that has been quiet for a moment and no
  * probe is out, a probe goes with it, so a frozen agent is found within `answerTimeoutMs` of the
@@ -51,6 +53,8 @@ export interface LivenessHooks {
 export class AgentLiveness {
   private lastHeard = Date.now();
   private probeSentAt: number | null = null;
+  /** When the first probe still unanswered went out (probeSentAt is the latest renewal). */
+  private askedSince: number | null = null;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   /** A slot from the pacer is held: the next due check probes without asking for another. */
@@ -73,6 +77,7 @@ export class AgentLiveness {
   heard(): void {
     this.lastHeard = Date.now();
     this.probeSentAt = null;
+    this.askedSince = null;
     if (!this.responsive) {
       this.responsive = true;
       this.hooks.onResponsiveChange(true);
@@ -106,8 +111,14 @@ export class AgentLiveness {
       due.push(this.probeSentAt + probeIntervalMs);
       if (this.responsive) due.push(this.probeSentAt + answerTimeoutMs);
     }
-    if (deadAfterMs > 0 && this.probeSentAt !== null) {
-      due.push(Math.max(this.lastHeard + deadAfterMs, this.probeSentAt + answerTimeoutMs));
+    if (deadAfterMs > 0 && this.probeSentAt !== null && this.askedSince !== null) {
+      due.push(
+        Math.max(
+          this.lastHeard + deadAfterMs,
+          this.probeSentAt + answerTimeoutMs,
+          this.askedSince + this.answerWindowMs(),
+        ),
+      );
     }
     this.timer = setTimeout(() => this.check(), Math.max(1, Math.min(...due) - Date.now()));
     this.timer.unref();
@@ -119,7 +130,8 @@ export class AgentLiveness {
     const silent = now - this.lastHeard;
     const { probeIntervalMs, answerTimeoutMs, deadAfterMs } = this.times;
     const unanswered = this.probeSentAt !== null && now - this.probeSentAt >= answerTimeoutMs;
-    if (deadAfterMs > 0 && silent >= deadAfterMs && unanswered) {
+    const askedLongEnough = this.askedSince !== null && now - this.askedSince >= this.answerWindowMs();
+    if (deadAfterMs > 0 && silent >= deadAfterMs && unanswered && askedLongEnough) {
       this.stop();
       this.hooks.onDead(silent);
       return;
@@ -148,8 +160,15 @@ export class AgentLiveness {
     this.schedule();
   }
 
+  /** How long an asked agent may take to answer before it is dead (see the top of the file). */
+  private answerWindowMs(): number {
+    const { probeIntervalMs, answerTimeoutMs, deadAfterMs } = this.times;
+    return Math.max(answerTimeoutMs, deadAfterMs - probeIntervalMs);
+  }
+
   private sendProbe(now: number): void {
     this.probeSentAt = now;
+    this.askedSince ??= now;
     // Any answer proves life, a late one to an earlier probe included.
     this.hooks.probe(() => {
       if (!this.stopped) this.heard();
