@@ -66,6 +66,15 @@ export const REFUSAL_THROTTLE_MAX_SOURCES = 10_000;
  */
 export const IDLE_PROBES_PER_SECOND = 30;
 
+/**
+ * TCP keepalive on every accepted connection: the kernel sends a probe after this much silence,
+ * at no CPU cost to the process. A Network Load Balancer forgets a flow idle for 350 s and then
+ * resets it; past IDLE_PROBES_PER_SECOND × the probe interval agents (about 10,500 at the
+ * defaults) our own liveness PINGs come less often than that, and upstream agents send none of
+ * their own for an hour. 60 s keeps every idle flow known to the load balancer, however many.
+ */
+export const CONNECTION_TCP_KEEPALIVE_MS = 60_000;
+
 /** While shutting down, how often to check whether open tunnels have finished. */
 export const DRAIN_POLL_MS = 100;
 

@@ -20,7 +20,7 @@ import { closeServer } from "../../transport/listen.js";
 import { tcpPeerGone } from "../../transport/node-internals.js";
 import type { RefusalThrottle } from "../../transport/refusal-throttle.js";
 import { SocketTracker } from "../../transport/socket-tracker.js";
-import { PEER_WATCH_STALL_MS, PEER_WATCH_TICK_MS } from "../durations.js";
+import { CONNECTION_TCP_KEEPALIVE_MS, PEER_WATCH_STALL_MS, PEER_WATCH_TICK_MS } from "../durations.js";
 
 /**
  * The share of the process's open-files limit one listener's waiting connections may hold: a
@@ -86,6 +86,9 @@ export class ListenerSet {
       // ("200 Connection established", DIAL_RSP): Nagle's delay against the peer's delayed ACK
       // added ~40 ms to every CONNECT dial.
       socket.setNoDelay(true);
+      // Agents' connections can stay silent longer than a load balancer remembers a flow
+      // (durations.ts): kernel keepalive keeps them known without waking the process.
+      socket.setKeepAlive(true, CONNECTION_TCP_KEEPALIVE_MS);
       this.sockets.add(socket);
     });
   }
