@@ -55,6 +55,11 @@ const result = await build({
   // The oldest Node the tests run on (the product needs 24): nothing is lowered for either.
   target: "node20",
   chunkNames: "chunks/[name]-[hash]",
+  // A package's ES build before its CommonJS one: esbuild drops what an ES module exports and no
+  // one imports, so of @aws-sdk/client-dynamodb only the commands we send are kept (its CommonJS
+  // build is one module holding all of them). Loading the fleet's chunk, the AWS SDK with it, took
+  // 45 ms of CPU with the CommonJS builds and 19 with the ES ones (Node 24, p50 of 8, loaded machine).
+  mainFields: ["module", "main"],
   sourcemap: "linked",
   // The maps point at lib/ and services/ without holding them: the image ships no sources, and
   // a trace that names file:line is what an operator sends us.
