@@ -4,7 +4,7 @@
 import module from "node:module";
 
 // Node's on-disk compile cache (Node ≥22.1; absent on older Node, then nothing happens): V8
-// reuses the compiled code of dist/ and node_modules instead of compiling it again, which
+// reuses the compiled code of the bundle instead of compiling it again, which
 // shortens a restarted server's exec-to-listening (docs/PERFORMANCE.md, `startup`). The
 // directory is NODE_COMPILE_CACHE's (the image sets it to a cache built in at build time, its
 // root filesystem being read-only), else Node's default under the OS temporary directory. A
@@ -13,7 +13,7 @@ import module from "node:module";
 // CLI itself is cached.
 module.enableCompileCache?.();
 // Stack traces name lib/ and services/ (the bundle's source maps), not chunk lines. It costs a
-// start nothing measurable: a map is read only when a trace is formatted.
+// start nothing: no map is read until a trace is formatted (strace: no .map opened by a start).
 process.setSourceMapsEnabled(true);
 const { run } = await import("../dist/bundle/kgw.js");
 

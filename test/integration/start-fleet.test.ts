@@ -57,7 +57,11 @@ describe("a hosted server's start", () => {
       { log, metrics: new ServerMetrics(), dynamo: dynamo.clientOptions },
       async () => {
         seenWhenOpened = requests() - before;
-        return { close: () => void (closed = true) };
+        return {
+          close: () => {
+            closed = true;
+          },
+        };
       },
     );
     try {
