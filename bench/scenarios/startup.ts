@@ -57,6 +57,8 @@ interface Hosted {
   peerFiles: PeerFiles;
 }
 
+const NO_PROC = "no /proc/<pid>/task/*/schedstat (Linux only)";
+
 /** One start: ms from spawn to listening, and the process's CPU ms by then (null off Linux). */
 interface Start {
   ms: number;
@@ -112,6 +114,8 @@ async function run(ctx: BenchContext): Promise<Row[]> {
   const starts = ctx.options.quick ? QUICK_STARTS : STARTS;
   const servers: Server[] = ctx.upstream ? ["kgw", "kgw-hosted", "upstream"] : ["kgw", "kgw-hosted"];
   const samples = new Samples(ctx);
+  /** The servers whose CPU could be read (Linux's /proc): elsewhere the CPU rows say n/a. */
+  const cpuSeen = new Set<Server>();
   await eachRound(ctx, async (round) => {
     const roundScope = new Scope();
     try {
@@ -132,7 +136,10 @@ async function run(ctx: BenchContext): Promise<Row[]> {
         const got = times.get(server)!;
         await samples.takeRound(server, async () => got.map((t) => t.ms));
         const cpu = got.flatMap((t) => (t.cpuMs === null ? [] : [t.cpuMs]));
-        if (cpu.length > 0) await samples.takeRound(`${server}-cpu`, async () => cpu);
+        if (cpu.length > 0) {
+          cpuSeen.add(server);
+          await samples.takeRound(`${server}-cpu`, async () => cpu);
+        }
       }
     } finally {
       await roundScope.close();
@@ -160,10 +167,10 @@ async function run(ctx: BenchContext): Promise<Row[]> {
     better: "lower",
     targets: [{ kind: "upstream" }],
     cells: {
-      kgw: samples.percentileCell(`${server}-cpu`, 50),
+      kgw: cpuSeen.has(server) ? samples.percentileCell(`${server}-cpu`, 50) : { na: NO_PROC },
       direct: { na: "no server" },
       relay: { na: "no server" },
-      upstream: upstream("upstream-cpu", 50),
+      upstream: !ctx.upstream || cpuSeen.has("upstream") ? upstream("upstream-cpu", 50) : { na: NO_PROC },
     },
   });
   return [
