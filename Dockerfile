@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 # The kgw image: one image for the gateway (`kgw server`, ECS) and the agent (`kgw agent`, the
-# tenant's cluster). Multi-stage: TypeScript is compiled in `build`, production dependencies
-# are installed in `deps`, and the final stage holds only Node.js, dist/ and those
-# dependencies, running as UID 65532 (the agent manifest's runAsUser, lib/tenancy/manifest).
+# tenant's cluster). Multi-stage: TypeScript is compiled and bundled in `build`
+# (scripts/bundle.mjs: dist/bundle/, every dependency inside), and the final stage holds only
+# Node.js and that bundle, running as UID 65532 (the agent manifest's runAsUser,
+# lib/tenancy/manifest). No node_modules: the bundle needs none.
 # Built by `cdk deploy` as an image asset, or by hand: docker build -t kgw:0.1.0 .
 
 # Node.js 24 LTS, the supported runtime and the version .ci/run tests on (maintenance LTS until
@@ -21,15 +22,10 @@ COPY package.json package-lock.json ./
 # --ignore-scripts: `prepare` would build before the sources are here; the build runs below.
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+COPY scripts/bundle.mjs ./scripts/
 COPY lib ./lib
 COPY services ./services
 RUN npm run build
-
-FROM ${NODE_IMAGE} AS deps
-WORKDIR /src
-COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
-  && npm cache clean --force
 
 FROM ${NODE_IMAGE} AS runtime
 # npm, npx, corepack and yarn are build tools: the running gateway needs none of them.
@@ -40,20 +36,19 @@ RUN rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack 
   && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin nonroot
 WORKDIR /opt/kgw
 ENV NODE_ENV=production
-COPY --from=deps /src/node_modules ./node_modules
-COPY --from=build /src/dist ./dist
+COPY --from=build /src/dist/bundle ./dist/bundle
 COPY package.json ./
 COPY bin ./bin
 RUN chmod 0755 bin/kgw.js && ln -s /opt/kgw/bin/kgw.js /usr/local/bin/kgw
-# Node's compile cache, built in: a restarted gateway reuses V8's compiled code of dist/ and its
-# dependencies instead of compiling them again (bin/kgw.js; docs/PERFORMANCE.md, `startup`). The
+# Node's compile cache, built in: a restarted gateway reuses V8's compiled code of the bundle
+# instead of compiling it again (bin/kgw.js; docs/PERFORMANCE.md, `startup`). The
 # root filesystem is read-only at run time (ECS and the agent manifest), so it is filled here. Node
 # keys the cache by the UID that runs it, so it is filled as 65532, then handed to root: the
 # gateway reads it and can never rewrite it.
 ENV NODE_COMPILE_CACHE=/opt/kgw/compile-cache
 RUN --mount=type=bind,source=scripts/fill-compile-cache.mjs,target=/tmp/fill-compile-cache.mjs \
   install -d -o 65532 -g 65532 "$NODE_COMPILE_CACHE" \
-  && setpriv --reuid=65532 --regid=65532 --clear-groups node /tmp/fill-compile-cache.mjs /opt/kgw/dist \
+  && setpriv --reuid=65532 --regid=65532 --clear-groups node /tmp/fill-compile-cache.mjs /opt/kgw/dist/bundle \
   && chown -R root:root "$NODE_COMPILE_CACHE"
 USER 65532:65532
 # 8132 gateway (agents and callers), 8133 admin, 8134 health, 8135 peer, 8443 install route.

@@ -11,8 +11,12 @@
  * Every start is a restart in the sense that matters: the files are in the page cache, and
  * Node's compile cache (bin/kgw.js) holds what the previous start compiled, as in a task that is
  * replaced on the same image. Each round's figure is the p50 and the p90 of its starts.
+ * Beside the time, the CPU the server's process (every thread) had used when its port was first
+ * seen accepting, from Linux's per-thread schedstat: on a loaded machine the time measures the
+ * scheduler as much as the start, the CPU much less so.
  */
 
+import { readdir, readFile } from "node:fs/promises";
 import {
   instancePorts,
   type PeerFiles,
@@ -53,15 +57,46 @@ interface Hosted {
   peerFiles: PeerFiles;
 }
 
+const NO_PROC = "no /proc/<pid>/task/*/schedstat (Linux only)";
+
+/** One start: ms from spawn to listening, and the process's CPU ms by then (null off Linux). */
+interface Start {
+  ms: number;
+  cpuMs: number | null;
+}
+
+/**
+ * The CPU every thread of process `pid` has used so far, in ms: the first field of each
+ * /proc/<pid>/task/<tid>/schedstat (ns on the CPU). Threads count because V8 compiles and
+ * collects garbage on its own. Null where there is no such file (not Linux).
+ */
+async function cpuMsOf(pid: number | undefined): Promise<number | null> {
+  if (pid === undefined) return null;
+  try {
+    const tasks = await readdir(`/proc/${pid}/task`);
+    const ns = await Promise.all(
+      tasks.map(async (t) =>
+        Number((await readFile(`/proc/${pid}/task/${t}/schedstat`, "utf8")).split(" ")[0]),
+      ),
+    );
+    return ns.reduce((a, b) => a + b, 0) / 1e6;
+  } catch {
+    return null;
+  }
+}
+
 /** Starts `server` in a scope of its own, stops it, and resolves with its time to listen. */
-async function oneStart(ctx: BenchContext, server: Server, hosted: Hosted): Promise<number> {
+async function oneStart(ctx: BenchContext, server: Server, hosted: Hosted): Promise<Start> {
   const scope = new Scope();
-  let listening: Promise<number> | undefined;
+  let listening: Promise<Start> | undefined;
   const sub: StackContext & Pick<BenchContext, "upstream"> = {
     ...ctx,
     scope,
     onServerSpawn: (child: Child, agentPort: number) => {
-      listening = timeToListen(child, agentPort, now());
+      listening = timeToListen(child, agentPort, now()).then(async (ms) => ({
+        ms,
+        cpuMs: await cpuMsOf(child.process.pid),
+      }));
     },
   };
   try {
@@ -79,12 +114,14 @@ async function run(ctx: BenchContext): Promise<Row[]> {
   const starts = ctx.options.quick ? QUICK_STARTS : STARTS;
   const servers: Server[] = ctx.upstream ? ["kgw", "kgw-hosted", "upstream"] : ["kgw", "kgw-hosted"];
   const samples = new Samples(ctx);
+  /** The servers whose CPU could be read (Linux's /proc): elsewhere the CPU rows say n/a. */
+  const cpuSeen = new Set<Server>();
   await eachRound(ctx, async (round) => {
     const roundScope = new Scope();
     try {
       const dynamoPort = await startDynalite({ ...ctx, scope: roundScope });
       const hosted: Hosted = { env: localAwsEnv(dynamoPort), peerFiles: await writePeerFiles(ctx) };
-      const times = new Map<Server, number[]>(servers.map((s) => [s, []]));
+      const times = new Map<Server, Start[]>(servers.map((s) => [s, []]));
       for (let i = 0; i < starts; i++) {
         for (const server of roundOrder(servers, round * starts + i)) {
           if (samples.failed(server)) continue;
@@ -95,14 +132,22 @@ async function run(ctx: BenchContext): Promise<Row[]> {
           }
         }
       }
-      for (const server of servers) await samples.takeRound(server, async () => times.get(server)!);
+      for (const server of servers) {
+        const got = times.get(server)!;
+        await samples.takeRound(server, async () => got.map((t) => t.ms));
+        const cpu = got.flatMap((t) => (t.cpuMs === null ? [] : [t.cpuMs]));
+        if (cpu.length > 0) {
+          cpuSeen.add(server);
+          await samples.takeRound(`${server}-cpu`, async () => cpu);
+        }
+      }
     } finally {
       await roundScope.close();
     }
   });
 
-  const upstream = (p: number): Cell =>
-    ctx.upstream ? samples.percentileCell("upstream", p) : upstreamNa(ctx);
+  const upstream = (key: string, p: number): Cell =>
+    ctx.upstream ? samples.percentileCell(key, p) : upstreamNa(ctx);
   const row = (name: string, server: Server, p: number): Row => ({
     name,
     unit: "ms",
@@ -113,7 +158,19 @@ async function run(ctx: BenchContext): Promise<Row[]> {
       kgw: samples.percentileCell(server, p),
       direct: { na: "no server" },
       relay: { na: "no server" },
-      upstream: upstream(p),
+      upstream: upstream("upstream", p),
+    },
+  });
+  const cpuRow = (name: string, server: Server): Row => ({
+    name,
+    unit: "ms",
+    better: "lower",
+    targets: [{ kind: "upstream" }],
+    cells: {
+      kgw: cpuSeen.has(server) ? samples.percentileCell(`${server}-cpu`, 50) : { na: NO_PROC },
+      direct: { na: "no server" },
+      relay: { na: "no server" },
+      upstream: !ctx.upstream || cpuSeen.has("upstream") ? upstream("upstream-cpu", 50) : { na: NO_PROC },
     },
   });
   return [
@@ -121,5 +178,7 @@ async function run(ctx: BenchContext): Promise<Row[]> {
     row("start to listening, drop-in (memory registry), p90", "kgw", 90),
     row("start to listening, hosted (DynamoDB registry, tenant mode, peer port), p50", "kgw-hosted", 50),
     row("start to listening, hosted (DynamoDB registry, tenant mode, peer port), p90", "kgw-hosted", 90),
+    cpuRow("CPU used by then (all threads), drop-in, p50", "kgw"),
+    cpuRow("CPU used by then (all threads), hosted, p50", "kgw-hosted"),
   ];
 }

@@ -7,7 +7,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 const PACKAGE_NAME = "konnectivity-gateway";
-/** lib/commands/ in the sources, dist/lib/commands/ when built: package.json is 2 or 3 up. */
+/** lib/commands/ in the sources, dist/lib/commands/ or dist/bundle/chunks/ when built: package.json is 2 or 3 up. */
 const MAX_LEVELS_UP = 4;
 
 /** The version of the package this file belongs to, found by walking up from `from`. */

@@ -2,6 +2,8 @@
  * `kgw server`: parse options once, start a gateway, stop gracefully on SIGTERM/SIGINT
  * (a second signal stops at once); SIGHUP reopens the audit log file (log rotation).
  */
+
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { packageDefaultAgentImage } from "../../lib/commands/release-stamp-file.js";
 import { parseServerOptions, serverHelp } from "../../lib/config/server-options.js";
 import { GatewayError } from "../../lib/errors.js";
@@ -12,6 +14,7 @@ import { clearPortsFile, writePortsFile } from "../../lib/observability/ports-fi
 import { AUDIT_STDOUT, type AuditLog, openAuditLog } from "../../lib/server/audit/audit-log.js";
 import { Gateway } from "../../lib/server/gateway.js";
 import { type MetricsEmf, startMetricsEmf } from "../../lib/server/metrics-emf.js";
+import type { GatewayPolicy } from "../../lib/server/policy/gateway-policy.js";
 import { openPolicy } from "../../lib/server/policy/open-policy.js";
 import { checkNodeInternals } from "../../lib/transport/node-internals.js";
 
@@ -34,7 +37,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const log = createLogger({ name: "kgw-server", level: parsed.options.logLevel });
   let gateway: Gateway;
   let audit: AuditLog | undefined;
-  let hosted: HostedParts | undefined;
+  let hosted: HostedParts<GatewayPolicy> | undefined;
   let emf: MetricsEmf | undefined;
   // A signal that arrives while the gateway starts (it logs "listening" before start returns)
   // is kept and acted on once it has started, instead of Node's default of exiting at once.
@@ -57,10 +60,15 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     const metrics = new ServerMetrics();
     const auditLog = parsed.options.auditLog;
     audit = auditLog ? await openAuditLog(auditLog, { log, metrics }) : undefined;
+    const opened = (client?: DynamoDBClient) => openPolicy(parsed.options, log, metrics, client);
     // The fleet (and with it the AWS SDK) is loaded only when asked for: a drop-in server starts
-    // listening sooner without it.
+    // listening sooner without it. Its tenant store is opened while it joins (start-fleet.ts).
     hosted = parsed.options.fleet
-      ? await (await import("../../lib/fleet/start-fleet.js")).startFleet(parsed.options, { log, metrics })
+      ? await (await import("../../lib/fleet/start-fleet.js")).startFleet(
+          parsed.options,
+          { log, metrics },
+          opened,
+        )
       : undefined;
     // A peer port without a fleet needs only its listener, loaded then too: its certificate code
     // (lib/pki/, @peculiar/x509) took about 220 ms of a drop-in server's start-up
@@ -69,7 +77,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
       !hosted && parsed.options.peer
         ? { servePeers: (await import("../../lib/fleet/peer/peer-listener.js")).buildPeerListener }
         : undefined;
-    const policy = await openPolicy(parsed.options, log, metrics, hosted?.client);
+    const policy = hosted ? hosted.alongside : await opened();
     gateway = await Gateway.start(parsed.options, {
       log,
       policy,

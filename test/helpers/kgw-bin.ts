@@ -1,5 +1,5 @@
 /**
- * Runs `node bin/kgw.js …` as an operator's shell does: the compiled CLI (`npm run build` first),
+ * Runs `node bin/kgw.js …` as an operator's shell does: the bundled CLI (`npm run build` first),
  * standard input not a terminal unless run under `script` (a real pseudo-terminal).
  */
 import { spawn } from "node:child_process";
@@ -8,7 +8,10 @@ import { fileURLToPath } from "node:url";
 
 export const REPO = fileURLToPath(new URL("../..", import.meta.url));
 export const KGW_BIN = fileURLToPath(new URL("../../bin/kgw.js", import.meta.url));
-const COMPILED = fileURLToPath(new URL("../../dist/services/kgw.js", import.meta.url));
+/** What `npm run build` makes: the tsc output tests import, and the bundle bin/kgw.js runs. */
+const COMPILED = ["../../dist/services/kgw.js", "../../dist/bundle/kgw.js"].map((p) =>
+  fileURLToPath(new URL(p, import.meta.url)),
+);
 
 export interface BinResult {
   code: number | null;
@@ -25,7 +28,8 @@ export interface BinOptions {
 }
 
 export function requireBuild(): void {
-  if (!existsSync(COMPILED)) throw new Error("dist/ is missing: run `npm run build` before this suite");
+  if (!COMPILED.every((f) => existsSync(f)))
+    throw new Error("dist/ is missing: run `npm run build` before this suite");
 }
 
 export function runKgwBin(args: string[], options: BinOptions = {}): Promise<BinResult> {

@@ -2,26 +2,27 @@
  * What a server loads on its way to listening (docs/PERFORMANCE.md, `startup`): the certificate
  * code (lib/pki/x509.ts, @peculiar/x509 and reflect-metadata, about a hundred milliseconds to
  * load) is for minting certificates, which no server start does, drop-in or hosted; tenant mode's
- * store, policy and install route are for tenant mode only. The modules
- * `kgw server` imports before it listens are loaded in a fresh process, each resolved module
- * recorded by a resolve hook (Node's module.register), as the CLI test does for `kgw --version`.
+ * store, policy and install route are for tenant mode only. What runs is the bundle (dist/bundle/,
+ * scripts/bundle.mjs): the files of it that `kgw server` imports before it listens are loaded in
+ * a fresh process, each resolved file recorded by a resolve hook (Node's module.register), as the
+ * CLI test does for `kgw --version`, and the bundle's metafile says which sources those hold.
  */
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { REPO, requireBuild, runProcess } from "../helpers/kgw-bin.js";
+import { chunkOf, sourcesOf } from "../helpers/bundle-sources.js";
+import { requireBuild, runProcess } from "../helpers/kgw-bin.js";
 
 /** The server's entry and what it imports on demand before listening, by mode. */
 const START_PATHS = {
-  "drop-in": ["services/server/main.js", "lib/fleet/peer/peer-listener.js"],
+  "drop-in": ["services/server/main.ts", "lib/fleet/peer/peer-listener.ts"],
   hosted: [
-    "services/server/main.js",
-    "lib/fleet/start-fleet.js",
-    "lib/tenancy/dynamo-store/dynamo-tenant-store.js",
-    "lib/server/policy/open-policy.js",
+    "services/server/main.ts",
+    "lib/fleet/start-fleet.ts",
+    "lib/tenancy/dynamo-store/dynamo-tenant-store.ts",
+    "lib/server/policy/open-tenant-policy.ts",
   ],
 };
 
@@ -42,10 +43,10 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-/** Every module a fresh process resolves while importing `modules` of dist/ (and those, too). */
+/** Every source whose bundle file a fresh process loads while importing `modules`' chunks. */
 async function modulesLoaded(name: string, modules: string[]): Promise<string[]> {
   const trace = path.join(dir, `${name}.txt`);
-  const urls = modules.map((m) => pathToFileURL(path.join(REPO, "dist", m)).href);
+  const urls = modules.map(chunkOf);
   const script = `for (const u of ${JSON.stringify(urls)}) await import(u);`;
   const r = await runProcess(
     process.execPath,
@@ -54,23 +55,30 @@ async function modulesLoaded(name: string, modules: string[]): Promise<string[]>
   );
   expect(r).toMatchObject({ code: 0, err: "" });
   const loaded = readFileSync(trace, "utf8").split("\n");
-  // The modules asked for were loaded: the trace works.
+  // The chunks asked for were loaded: the trace works.
   expect(loaded).toEqual(expect.arrayContaining(urls));
-  return loaded;
+  const sources = sourcesOf(loaded);
+  expect(sources).toEqual(expect.arrayContaining(modules));
+  return sources;
 }
 
 describe("a server's start-up", () => {
   it.each(Object.entries(START_PATHS))("%s loads no certificate code", async (mode, modules) => {
     const loaded = await modulesLoaded(mode, modules);
-    expect(loaded.filter((u) => /@peculiar\/x509|reflect-metadata|dist\/lib\/pki\/x509\.js/.test(u))).toEqual(
-      [],
-    );
+    expect(loaded.filter((u) => /@peculiar\/x509|reflect-metadata|^lib\/pki\/x509\.ts$/.test(u))).toEqual([]);
   });
 
   it("the drop-in loads no tenant store, tenant policy or install route", async () => {
     const loaded = await modulesLoaded("drop-in-tenancy", START_PATHS["drop-in"]);
     const tenantMode =
-      /dist\/lib\/(tenancy\/(file-store|dynamo-store)\/|server\/(install\/|policy\/(open-tenant-policy|tenant-policy)\.js))/;
+      /^lib\/(tenancy\/(file-store|dynamo-store)\/|server\/(install\/|policy\/(open-tenant-policy|tenant-policy)\.ts))/;
     expect(loaded.filter((u) => tenantMode.test(u))).toEqual([]);
+  });
+
+  it("the drop-in loads neither the fleet nor the AWS SDK", async () => {
+    const loaded = await modulesLoaded("drop-in-fleet", START_PATHS["drop-in"]);
+    expect(
+      loaded.filter((u) => /@aws-sdk\/|@smithy\/|^lib\/(fleet\/start-fleet|registry\/dynamo\/)/.test(u)),
+    ).toEqual([]);
   });
 });
