@@ -10,7 +10,6 @@ import { ConfigError } from "../../lib/errors.js";
 import { AgentMetrics } from "../../lib/metrics/agent-metrics.js";
 import { createLogger } from "../../lib/observability/logger.js";
 import { clearPortsFile, writePortsFile } from "../../lib/observability/ports-file.js";
-import { setDataPathHeapFlags } from "../../lib/transport/heap-flags.js";
 import { checkNodeInternals } from "../../lib/transport/node-internals.js";
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -30,7 +29,6 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const portsFile = parsed.options.portsFile;
   try {
     checkNodeInternals();
-    setDataPathHeapFlags();
     if (portsFile) await clearPortsFile(portsFile);
     agent = await startAgent(parsed.options, { log, metrics: new AgentMetrics() });
   } catch (err) {

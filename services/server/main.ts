@@ -13,7 +13,6 @@ import { AUDIT_STDOUT, type AuditLog, openAuditLog } from "../../lib/server/audi
 import { Gateway } from "../../lib/server/gateway.js";
 import { type MetricsEmf, startMetricsEmf } from "../../lib/server/metrics-emf.js";
 import { openPolicy } from "../../lib/server/policy/open-policy.js";
-import { setDataPathHeapFlags } from "../../lib/transport/heap-flags.js";
 import { checkNodeInternals } from "../../lib/transport/node-internals.js";
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -52,7 +51,6 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const portsFile = parsed.options.portsFile;
   try {
     checkNodeInternals();
-    setDataPathHeapFlags();
     if (portsFile) await clearPortsFile(portsFile);
     // The drop-in (one tenant) or tenants from a store: the policy is the only difference; a
     // fleet adds its membership (lib/fleet/).
