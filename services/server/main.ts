@@ -14,6 +14,7 @@ import { Gateway } from "../../lib/server/gateway.js";
 import { type MetricsEmf, startMetricsEmf } from "../../lib/server/metrics-emf.js";
 import { openPolicy } from "../../lib/server/policy/open-policy.js";
 import { checkNodeInternals } from "../../lib/transport/node-internals.js";
+import { startScavengePacing } from "../../lib/transport/scavenge-pacer.js";
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let parsed: ReturnType<typeof parseServerOptions>;
@@ -51,6 +52,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const portsFile = parsed.options.portsFile;
   try {
     checkNodeInternals();
+    startScavengePacing();
     if (portsFile) await clearPortsFile(portsFile);
     // The drop-in (one tenant) or tenants from a store: the policy is the only difference; a
     // fleet adds its membership (lib/fleet/).
