@@ -54,14 +54,28 @@ export const MAX_PACKET_FRAME_BYTES = 64 * 1024;
 export const MAX_DATA_FRAME_BYTES = 8 + 1024 * 1024;
 
 /**
- * DATA bytes are handed out in slices of this much (or the rest of the frame, if less), not as
- * each socket read brings them. A TLS socket delivers at most one 16 KiB record per read, so a
- * 64 KiB frame used to come out as five packets, and every packet costs its own gRPC message,
- * HTTP/2 frame and bookkeeping downstream: a grpc-js server spent 2.3–2.7 ms of CPU per MB
- * sending 13 KiB messages against 1.5 for 64 KiB ones. Joining the pieces is one copy (about
- * 0.1 ms per MB); a slice waits at most for 64 KiB that the peer already sent.
+ * In "joined" mode (the server's), DATA bytes are handed out in slices of this much (or the rest
+ * of the frame, if less), not as each socket read brings them. A TLS socket delivers at most one
+ * 16 KiB record per read, so a 64 KiB frame used to come out as five packets, and every packet
+ * costs its own gRPC message, HTTP/2 frame and bookkeeping downstream: a grpc-js server spent
+ * 2.3–2.7 ms of CPU per MB sending 13 KiB messages against 1.5 for 64 KiB ones. Joining the
+ * pieces is one copy (about 0.1 ms per MB); a slice waits at most for 64 KiB that the peer
+ * already sent.
  */
 export const DATA_SLICE_BYTES = 64 * 1024;
+
+/**
+ * How a FrameDecoder hands out DATA bytes:
+ * - "joined": slices of DATA_SLICE_BYTES, one copy where a slice spans received chunks. For a
+ *   receiver whose every packet has a cost of its own downstream (the server: a gRPC message
+ *   to a caller, a TLS record to a CONNECT caller).
+ * - "views": whatever part of the frame each received chunk holds, never copied. For a receiver
+ *   that writes the bytes to a plain socket (the agent: a backend). Every DATA frame of 16 KiB
+ *   spans two TLS records (its 13-byte header pushes it over), so joined slices cost the agent a
+ *   fresh 16 KiB buffer per 16 KiB uploaded, and V8 counts every such buffer as external memory:
+ *   at 100–200 MB/s that alone set off a mark-compact every 10–15 MB moved.
+ */
+export type DataSlicing = "joined" | "views";
 
 const MAX_PAYLOAD: Record<number, number> = {
   [FrameType.HELLO]: MAX_HANDSHAKE_FRAME_BYTES,
@@ -81,8 +95,8 @@ export interface ControlFrame {
 }
 
 /**
- * Part of a DATA frame's bytes: a view into the received chunk when they lie in one, else one
- * copy. A frame of more than DATA_SLICE_BYTES arrives as several slices; each is a valid DATA
+ * Part of a DATA frame's bytes: a view into the received chunk when they lie in one, else (in
+ * "joined" mode only) one copy. A frame may come out as several slices; each is a valid DATA
  * packet for its connection.
  */
 export interface DataSlice {
@@ -113,15 +127,18 @@ export function encodeDataHeader(connectId: bigint, dataBytes: number): Buffer {
 
 /**
  * Incremental decoder. `push` a received chunk, then call `next` until it returns null. Memory
- * is bounded: DATA bytes are buffered only up to DATA_SLICE_BYTES, and a control frame only up
- * to its type's maximum size. Malformed input throws ProtocolError; the caller closes the
- * connection (the stream is unusable once its framing is lost).
+ * is bounded: DATA bytes are buffered only up to DATA_SLICE_BYTES ("views": not beyond the chunk
+ * they came in), and a control frame only up to its type's maximum size. Malformed input throws
+ * ProtocolError; the caller closes the connection (the stream is unusable once its framing is
+ * lost).
  */
 export class FrameDecoder {
   private readonly queue = new ChunkQueue();
   /** The DATA frame being streamed out: its connection and bytes still to come. */
   private dataLeft = 0;
   private dataConnectId = 0n;
+
+  constructor(private readonly slicing: DataSlicing = "joined") {}
 
   /** Bytes received and not yet handed out. */
   get pendingBytes(): number {
@@ -164,6 +181,12 @@ export class FrameDecoder {
 
   private nextDataSlice(): DataSlice | null {
     const q = this.queue;
+    if (this.slicing === "views") {
+      if (q.length === 0) return null;
+      const data = q.take(Math.min(q.first!.byteLength, this.dataLeft));
+      this.dataLeft -= data.byteLength;
+      return { kind: "data", connectId: this.dataConnectId, data };
+    }
     const want = Math.min(this.dataLeft, DATA_SLICE_BYTES);
     if (q.length < want) return null;
     // All in one chunk: a view, and as much of the frame as that chunk holds.

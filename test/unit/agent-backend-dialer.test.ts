@@ -244,6 +244,34 @@ describe("BackendDialer", () => {
     await vi.waitFor(() => expect(dataFrom(ctx.sent, id).toString()).toBe("echo:hello"));
   });
 
+  it("writes the DATA packets of one received chunk to the backend in one writev", async () => {
+    const got: Buffer[] = [];
+    const be = await backend((s) => s.on("data", (d) => got.push(d)));
+    const ctx = setup();
+    const id = await dialOk(ctx, be.port, 1n);
+    const socket = ctx.agentSockets[0]!;
+    const writes: number[] = [];
+    const w = socket as unknown as {
+      _write: (...a: unknown[]) => void;
+      _writev: (chunks: unknown[], cb: unknown) => void;
+    };
+    const write = w._write.bind(socket);
+    const writev = w._writev.bind(socket);
+    w._write = (...a) => {
+      writes.push(1);
+      write(...a);
+    };
+    w._writev = (chunks, cb) => {
+      writes.push(chunks.length);
+      writev(chunks, cb);
+    };
+    // The end of one DATA frame and the start of the next, as the decoder hands over one TLS read.
+    ctx.deliver(dataPacket(id, Buffer.from("tail-of-one|")));
+    ctx.deliver(dataPacket(id, Buffer.from("head-of-next")));
+    await vi.waitFor(() => expect(Buffer.concat(got).toString()).toBe("tail-of-one|head-of-next"));
+    expect(writes).toEqual([2]);
+  });
+
   it("CLOSE_REQ closes the backend socket and answers CLOSE_RSP", async () => {
     const be = await backend();
     const ctx = setup();

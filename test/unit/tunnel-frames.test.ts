@@ -101,6 +101,35 @@ describe("FrameDecoder", () => {
     expect(d.pendingBytes).toBe(0);
   });
 
+  it('in "views" mode hands out each TLS read\'s part of a DATA frame as a view of it, never a copy', () => {
+    // What the agent receives on an upload: 16 KiB DATA frames, 16 KiB TLS reads, so every
+    // frame's last 13 bytes arrive in the next read, behind nothing but the next header.
+    const payloads = [0, 1, 2].map((n) => Buffer.alloc(16 * 1024, n + 1));
+    const wire = Buffer.concat(payloads.map((p, i) => dataFrame(BigInt(i + 1), p)));
+    const reads: Buffer[] = [];
+    for (let off = 0; off < wire.byteLength; off += 16 * 1024) {
+      reads.push(Buffer.from(wire.subarray(off, off + 16 * 1024))); // a buffer of its own, as a read is
+    }
+    const d = new FrameDecoder("views");
+    const slices: DecodedFrame[] = [];
+    for (const r of reads) {
+      d.push(r);
+      slices.push(...drain(d));
+    }
+    expect(d.pendingBytes).toBe(0);
+    for (const f of slices) {
+      expect(f.kind).toBe("data");
+      const data = (f as { data: Buffer }).data;
+      expect(reads.some((r) => r.buffer === data.buffer)).toBe(true);
+    }
+    for (const [i, p] of payloads.entries()) {
+      const got = Buffer.concat(
+        slices.flatMap((f) => (f.kind === "data" && f.connectId === BigInt(i + 1) ? [f.data] : [])),
+      );
+      expect(got.equals(p)).toBe(true);
+    }
+  });
+
   it("buffers at most DATA_SLICE_BYTES of a large DATA frame", () => {
     const d = new FrameDecoder();
     d.push(encodeDataHeader(9n, 1_000_000));

@@ -65,7 +65,9 @@ export function openTunnelStream(
         fail(new TunnelNotOfferedError(socket.alpnProtocol ?? false));
         return;
       }
-      const decoder = new FrameDecoder();
+      // Views, not joined slices: the agent writes DATA to a backend socket, where a slice costs
+      // nothing of its own (EndpointConnection corks the pieces of one read into one writev).
+      const decoder = new FrameDecoder("views");
       try {
         socket.write(encodeHello(metadata));
         const answer = parseServerAnswer(await readHandshakeFrame(socket, decoder, timeoutMs));
