@@ -101,13 +101,16 @@ function run(
     const child = spawn(command, args, {
       cwd: options.cwd ?? dir,
       env: sessionEnv(),
-      stdio: ["pipe", "pipe", "pipe"],
+      // Not a pipe unless there is input: Node's pipes are socket pairs, and a bash whose stdin
+      // is a socket and whose SHLVL is unset thinks sshd started it and reads ~/.bashrc, which
+      // on a developer's machine may put another `aws` ahead of the stand-in on the PATH.
+      stdio: [options.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
     });
     let out = "";
     let err = "";
-    child.stdout.on("data", (d: Buffer) => (out += d));
-    child.stderr.on("data", (d: Buffer) => (err += d));
-    child.stdin.end(options.input ?? "");
+    child.stdout?.on("data", (d: Buffer) => (out += d));
+    child.stderr?.on("data", (d: Buffer) => (err += d));
+    child.stdin?.end(options.input);
     child.once("close", (code) => resolve({ code, out, err }));
   });
 }
