@@ -30,16 +30,17 @@ afterAll(async () => {
 
 type Dialer = () => Socket;
 const port = () => t.gw.addresses.frontend!.port;
-const overTls: Dialer = () =>
-  tlsConnect({
-    host: "127.0.0.1",
-    port: port(),
-    servername: "localhost",
-    ca: t.pki.ca.certPem,
-    cert: t.pki.frontend.certPem,
-    key: t.pki.frontend.keyPem,
-    ALPNProtocols: ["http/1.1"],
-  });
+/** A frontend caller's TLS options: its certificate, the gateway's CA. */
+const callerTls = () => ({
+  host: "127.0.0.1",
+  port: port(),
+  servername: "localhost",
+  ca: t.pki.ca.certPem,
+  cert: t.pki.frontend.certPem,
+  key: t.pki.frontend.keyPem,
+  ALPNProtocols: ["http/1.1"],
+});
+const overTls: Dialer = () => tlsConnect(callerTls());
 const overUds: Dialer = () => netConnect(uds);
 
 /** Sends `bytes`, returns everything the server answers until it closes the connection. */
@@ -192,16 +193,7 @@ describe("TLS session resumption", () => {
   // The listeners seal no stateless tickets (tls-files.ts): a ticket a client keeps does not
   // resume, so every connection shows and has checked its certificate in a full handshake.
   it("gives the frontend's callers no ticket that resumes a session", async () => {
-    const options = {
-      host: "127.0.0.1",
-      port: port(),
-      servername: "localhost",
-      ca: t.pki.ca.certPem,
-      cert: t.pki.frontend.certPem,
-      key: t.pki.frontend.keyPem,
-      ALPNProtocols: ["http/1.1"],
-    };
-    expect(await resumesWithTicket(options)).toBe(false);
+    expect(await resumesWithTicket(callerTls())).toBe(false);
     // The same client still connects and is served.
     const answer = await exchange(overTls, "CONNECT 10.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     expect(answer).toMatch(/^HTTP\/1\.1 503 /);
