@@ -46,4 +46,9 @@ export interface GatewayDeps {
    * (nothing when it is empty). The gateway closes it when it closes.
    */
   audit?: AuditSink;
+  /**
+   * Told of the bytes of every chunk read from a CONNECT caller once its tunnel carries data: the
+   * scavenge pacer (lib/transport/scavenge-pacer.ts) that `kgw server` runs. Tests leave it out.
+   */
+  callerBytesRead?: (bytes: number) => void;
 }

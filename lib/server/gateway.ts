@@ -235,6 +235,7 @@ export class Gateway {
       log: deps.log,
       metrics,
       dialStepMetrics: opts.dialStepMetrics,
+      ...(deps.callerBytesRead ? { bytesRead: deps.callerBytesRead } : {}),
       refusedFrom: (address) => {
         if (address !== undefined) this.listeners.throttle?.refused(sourceKey(address));
       },

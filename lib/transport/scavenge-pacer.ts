@@ -1,89 +1,58 @@
 /**
- * Frees the data path's short-lived buffers with a cheap young-generation GC (a scavenge) before
- * V8's external-memory limit answers them with a mark-compact.
+ * Frees the short-lived buffers of CONNECT callers' reads with a cheap young-generation GC (a
+ * scavenge) before V8's external-memory limit answers them with a mark-compact.
  *
- * Why: every TLS read arrives in a fresh 16 KiB ArrayBuffer that V8 counts as external memory.
- * Almost all die within microseconds, but a tunnel allocates too little JavaScript per chunk to
- * fill the young generation, so no scavenge runs to free them; external memory then climbs until
- * V8 starts a full mark-compact: about every 15-30 MB moved, 23-29% of server and agent CPU
- * (docs/PERFORMANCE.md). A scavenge of a young generation holding little else costs a fraction
- * of a millisecond and frees those buffers. Driven by ArrayBuffer growth, not by time alone: an
- * idle process never collects (it reads one counter a second).
+ * Why: every read from a caller's TLS socket arrives in a fresh 16 KiB ArrayBuffer that V8
+ * counts as external memory. Almost all die within microseconds, but a CONNECT tunnel allocates
+ * too little JavaScript per chunk to fill the young generation, so no scavenge runs to free
+ * them; external memory then climbs until V8 starts a full mark-compact, about every 15-30 MB a
+ * caller uploads. A scavenge of a young generation holding little else costs a fraction of a
+ * millisecond and frees those buffers.
  *
- * Measured (Node 24, CONNECT upload, loaded machine, docs/PERFORMANCE.md): mark-compacts per GB
- * moved 33 -> 15 (server; those left come mostly while a transfer starts, before the first busy
- * look) and 25 -> 0.6 (agent), server + agent CPU per MB 3,834 -> 2,868 µs, peak RSS lower.
- * Cost: one more V8 context for `gc` (created once), and a look a second when idle.
+ * Driven by the bytes read where it pays, not by the process's ArrayBuffer memory: an earlier
+ * pacer that scavenged whenever ArrayBuffer memory grew 4 MiB won CONNECT uploads and cost every
+ * other throughput row (gRPC, downloads), where V8 collects cheaply by itself and a forced
+ * scavenge only promotes the HTTP/2 and gRPC objects it finds in the young generation early
+ * (docs/PERFORMANCE.md, the pacer A/B). Counting where the buffers come from also costs nothing
+ * while idle: no timer, no look at memory.
  */
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 
 /**
- * How often ArrayBuffer memory is looked at while it grows (a transfer is on): at 300 MB/s,
- * 6 MB move between two looks.
- */
-export const SCAVENGE_BUSY_CHECK_MS = 20;
-
-/**
- * How often it is looked at otherwise: a timer every 20 ms cost an idle process about 4 ms of
- * CPU per second on a loaded 2-core machine; once a second costs nothing measurable, and a
- * transfer that starts is noticed within a second.
- */
-export const SCAVENGE_IDLE_CHECK_MS = 1000;
-
-/**
- * Growth of ArrayBuffer memory since the last scavenge that calls for one: well under the 15 MB
- * or so after which V8 started a mark-compact, well over what an interactive tunnel allocates
- * between two looks.
+ * Bytes read between two scavenges: well under the 15 MB or so after which V8 started a
+ * mark-compact, and a scavenge per 4 MiB is a small fraction of what moving them costs.
  */
 export const SCAVENGE_AFTER_BYTES = 4 * 1024 * 1024;
 
-/**
- * CPU used between two looks that means the process is moving data: look again soon. Not the
- * growth of ArrayBuffer memory itself: V8 frees as it goes, so the net change between two looks
- * can be nothing in the middle of a transfer. An idle process uses well under 1 ms a second.
- */
-export const SCAVENGE_BUSY_CPU_MICROS = 2_000;
-
-export interface ScavengeDeps {
-  /** Bytes held in ArrayBuffers now (`process.memoryUsage().arrayBuffers`). */
-  arrayBufferBytes: () => number;
-  /** Runs a young-generation GC. */
-  scavenge: () => void;
-  /** CPU time this process has used, in microseconds (`process.cpuUsage()`, user + system). */
-  cpuMicros: () => number;
-}
-
-/**
- * One look at a time: scavenges when ArrayBuffer memory grew by `afterBytes` since the last
- * scavenge, and says when to look next.
- */
+/** Counts bytes read into fresh buffers and scavenges once every `afterBytes` of them. */
 export class ScavengePacer {
-  private base: number;
-  private lastCpu: number;
+  private bytes = 0;
+  private due = false;
 
   constructor(
-    private readonly deps: ScavengeDeps,
+    private readonly scavenge: () => void,
     private readonly afterBytes = SCAVENGE_AFTER_BYTES,
-  ) {
-    this.base = deps.arrayBufferBytes();
-    this.lastCpu = deps.cpuMicros();
-  }
+    /**
+     * Runs the scavenge after the reads at hand (setImmediate): after the poll phase, once this
+     * batch of reads has been handed on, rather than in the middle of a "data" handler.
+     */
+    private readonly soon: (run: () => void) => void = setImmediate,
+  ) {}
 
-  /** Milliseconds until the next look. */
-  check(): number {
-    const now = this.deps.arrayBufferBytes();
-    const cpu = this.deps.cpuMicros();
-    const busy = cpu - this.lastCpu >= SCAVENGE_BUSY_CPU_MICROS;
-    this.lastCpu = cpu;
-    // Memory that went down (a sweep, or a GC of V8's own) moves the base with it.
-    if (now < this.base) this.base = now;
-    if (now - this.base >= this.afterBytes) {
-      this.deps.scavenge();
-      this.base = this.deps.arrayBufferBytes();
-    }
-    return busy ? SCAVENGE_BUSY_CHECK_MS : SCAVENGE_IDLE_CHECK_MS;
-  }
+  /** Told of `bytes` just read into a fresh buffer (a CONNECT caller's chunk). */
+  readonly read = (bytes: number): void => {
+    this.bytes += bytes;
+    if (this.due || this.bytes < this.afterBytes) return;
+    this.due = true;
+    this.soon(this.collect);
+  };
+
+  private readonly collect = (): void => {
+    this.due = false;
+    this.bytes = 0;
+    this.scavenge();
+  };
 }
 
 /** V8's `gc`, for young-generation collections only; not exposed to any other code. */
@@ -93,22 +62,7 @@ export function minorGc(): () => void {
   return () => gc({ type: "minor" });
 }
 
-/** Starts pacing for this process (`kgw server`, `kgw agent`); returns the stop function. */
-export function startScavengePacing(): () => void {
-  const pacer = new ScavengePacer({
-    arrayBufferBytes: () => process.memoryUsage().arrayBuffers,
-    scavenge: minorGc(),
-    cpuMicros: () => {
-      const u = process.cpuUsage();
-      return u.user + u.system;
-    },
-  });
-  let timer: NodeJS.Timeout;
-  const look = () => {
-    timer = setTimeout(look, pacer.check());
-    timer.unref();
-  };
-  timer = setTimeout(look, SCAVENGE_IDLE_CHECK_MS);
-  timer.unref();
-  return () => clearTimeout(timer);
+/** The pacer `kgw server` counts its CONNECT callers' reads with. */
+export function scavengePacer(): ScavengePacer {
+  return new ScavengePacer(minorGc());
 }

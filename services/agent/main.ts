@@ -11,7 +11,6 @@ import { AgentMetrics } from "../../lib/metrics/agent-metrics.js";
 import { createLogger } from "../../lib/observability/logger.js";
 import { clearPortsFile, writePortsFile } from "../../lib/observability/ports-file.js";
 import { checkNodeInternals } from "../../lib/transport/node-internals.js";
-import { startScavengePacing } from "../../lib/transport/scavenge-pacer.js";
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let parsed: ReturnType<typeof parseAgentOptions>;
@@ -30,7 +29,6 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const portsFile = parsed.options.portsFile;
   try {
     checkNodeInternals();
-    startScavengePacing();
     if (portsFile) await clearPortsFile(portsFile);
     agent = await startAgent(parsed.options, { log, metrics: new AgentMetrics() });
   } catch (err) {

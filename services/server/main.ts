@@ -17,7 +17,7 @@ import { type MetricsEmf, startMetricsEmf } from "../../lib/server/metrics-emf.j
 import type { GatewayPolicy } from "../../lib/server/policy/gateway-policy.js";
 import { openPolicy } from "../../lib/server/policy/open-policy.js";
 import { checkNodeInternals } from "../../lib/transport/node-internals.js";
-import { startScavengePacing } from "../../lib/transport/scavenge-pacer.js";
+import { scavengePacer } from "../../lib/transport/scavenge-pacer.js";
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let parsed: ReturnType<typeof parseServerOptions>;
@@ -55,7 +55,6 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const portsFile = parsed.options.portsFile;
   try {
     checkNodeInternals();
-    startScavengePacing();
     if (portsFile) await clearPortsFile(portsFile);
     // The drop-in (one tenant) or tenants from a store: the policy is the only difference; a
     // fleet adds its membership (lib/fleet/).
@@ -87,6 +86,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
       audit,
       fleet: hosted?.fleet,
       routing,
+      callerBytesRead: scavengePacer().read,
     });
     if (portsFile) await writePortsFile(portsFile, boundPorts(gateway.addresses)).catch(closeOn(gateway));
     const emfOptions = parsed.options.metricsEmf;

@@ -3,6 +3,7 @@ import { parseServerOptions } from "../../lib/config/server-options.js";
 import { ServerMetrics } from "../../lib/metrics/server-metrics.js";
 import { createLogger, type Logger } from "../../lib/observability/logger.js";
 import { Gateway } from "../../lib/server/gateway.js";
+import type { GatewayDeps } from "../../lib/server/gateway-deps.js";
 import { openPolicy } from "../../lib/server/policy/open-policy.js";
 import { getTestPki, type TestPki } from "./pki.js";
 
@@ -54,9 +55,12 @@ export function gatewayFlags(pki: TestPki): string[] {
  * Starts a real gateway on loopback, every port 0, through the same option parser the CLI uses.
  * `flags` are appended, so tests can override any default.
  */
-export async function startTestGateway(flags: string[] = []): Promise<TestGateway> {
+export async function startTestGateway(
+  flags: string[] = [],
+  deps: Pick<GatewayDeps, "callerBytesRead"> = {},
+): Promise<TestGateway> {
   const pki = await getTestPki();
-  return startGatewayWith(pki, [...gatewayFlags(pki), ...flags]);
+  return startGatewayWith(pki, [...gatewayFlags(pki), ...flags], deps);
 }
 
 /**
@@ -87,13 +91,17 @@ export async function startTenantGateway(storeDir: string, flags: string[] = [])
   return startGatewayWith(pki, [...tenantGatewayFlags(pki, storeDir), ...flags]);
 }
 
-async function startGatewayWith(pki: TestPki, argv: string[]): Promise<TestGateway> {
+async function startGatewayWith(
+  pki: TestPki,
+  argv: string[],
+  deps: Pick<GatewayDeps, "callerBytesRead"> = {},
+): Promise<TestGateway> {
   const parsed = parseServerOptions(argv, {});
   if (parsed.help) throw new Error("unexpected help");
   const { log, lines } = captureLogger();
   const metrics = new ServerMetrics();
   const policy = await openPolicy(parsed.options, log, metrics);
-  const gw = await Gateway.start(parsed.options, { log, policy, metrics });
+  const gw = await Gateway.start(parsed.options, { log, policy, metrics, ...deps });
   const hp = (a: { port: number } | null) => (a ? `127.0.0.1:${a.port}` : "");
   return {
     gw,

@@ -1,66 +1,50 @@
 import { describe, expect, it } from "vitest";
-import {
-  minorGc,
-  SCAVENGE_AFTER_BYTES,
-  SCAVENGE_BUSY_CHECK_MS,
-  SCAVENGE_IDLE_CHECK_MS,
-  ScavengePacer,
-} from "../../lib/transport/scavenge-pacer.js";
+import { minorGc, SCAVENGE_AFTER_BYTES, ScavengePacer } from "../../lib/transport/scavenge-pacer.js";
 
-/** ArrayBuffer memory as the test sets it; a scavenge frees `freedByScavenge` of it. */
-function fakeHeap(start: number, freedByScavenge: number) {
-  const heap = { bytes: start, scavenges: 0, cpu: 0 };
-  const pacer = new ScavengePacer({
-    arrayBufferBytes: () => heap.bytes,
-    cpuMicros: () => heap.cpu,
-    scavenge: () => {
-      heap.scavenges++;
-      heap.bytes -= freedByScavenge;
-    },
-  });
-  return { heap, pacer };
+/** A pacer whose scavenges are counted and whose deferred runs the test starts itself. */
+function countingPacer() {
+  const state = { scavenges: 0, deferred: [] as (() => void)[] };
+  const pacer = new ScavengePacer(
+    () => state.scavenges++,
+    SCAVENGE_AFTER_BYTES,
+    (run) => state.deferred.push(run),
+  );
+  const runDeferred = () => {
+    for (const run of state.deferred.splice(0)) run();
+  };
+  return { state, pacer, runDeferred };
 }
 
 describe("ScavengePacer", () => {
-  it("never collects in an idle process, and looks only once a second", () => {
-    const { heap, pacer } = fakeHeap(10_000_000, 0);
-    for (let i = 0; i < 1000; i++) expect(pacer.check()).toBe(SCAVENGE_IDLE_CHECK_MS);
-    expect(heap.scavenges).toBe(0);
+  it("collects nothing until SCAVENGE_AFTER_BYTES were read", () => {
+    const { state, pacer, runDeferred } = countingPacer();
+    for (let read = 0; read + 16_384 < SCAVENGE_AFTER_BYTES; read += 16_384) pacer.read(16_384);
+    runDeferred();
+    expect(state.scavenges).toBe(0);
   });
 
-  it("looks again soon while the process works, and slows down when it stops", () => {
-    const { heap, pacer } = fakeHeap(1_000_000, 0);
-    heap.cpu += 5_000; // 5 ms of CPU since the last look: moving data
-    expect(pacer.check()).toBe(SCAVENGE_BUSY_CHECK_MS);
-    heap.cpu += 100;
-    expect(pacer.check()).toBe(SCAVENGE_IDLE_CHECK_MS);
+  it("scavenges once after the reads at hand, not inside the read that crossed the mark", () => {
+    const { state, pacer, runDeferred } = countingPacer();
+    pacer.read(SCAVENGE_AFTER_BYTES);
+    expect(state.scavenges).toBe(0);
+    // Reads that come before the deferred run ask for no second scavenge.
+    pacer.read(SCAVENGE_AFTER_BYTES);
+    pacer.read(16_384);
+    expect(state.deferred).toHaveLength(1);
+    runDeferred();
+    expect(state.scavenges).toBe(1);
   });
 
-  it("collects once buffers grew by SCAVENGE_AFTER_BYTES since the last collection, and counts from after it", () => {
-    const { heap, pacer } = fakeHeap(1_000_000, 3_000_000);
-    heap.bytes += SCAVENGE_AFTER_BYTES - 1;
-    pacer.check();
-    expect(heap.scavenges).toBe(0);
-    heap.bytes += 1;
-    pacer.check();
-    expect(heap.scavenges).toBe(1);
-    // What the scavenge left is the new base: the next one needs another SCAVENGE_AFTER_BYTES.
-    heap.bytes += SCAVENGE_AFTER_BYTES - 1;
-    pacer.check();
-    expect(heap.scavenges).toBe(1);
-    heap.bytes += 1;
-    pacer.check();
-    expect(heap.scavenges).toBe(2);
-  });
-
-  it("follows memory down when V8 collected by itself, so growth is counted from there", () => {
-    const { heap, pacer } = fakeHeap(50_000_000, 0);
-    heap.bytes = 5_000_000; // a GC of V8's own freed most of it
-    pacer.check();
-    expect(heap.scavenges).toBe(0);
-    heap.bytes += SCAVENGE_AFTER_BYTES;
-    pacer.check();
-    expect(heap.scavenges).toBe(1);
+  it("counts from zero after each scavenge", () => {
+    const { state, pacer, runDeferred } = countingPacer();
+    pacer.read(SCAVENGE_AFTER_BYTES);
+    runDeferred();
+    pacer.read(SCAVENGE_AFTER_BYTES - 1);
+    runDeferred();
+    expect(state.scavenges).toBe(1);
+    pacer.read(1);
+    runDeferred();
+    expect(state.scavenges).toBe(2);
   });
 
   it("minorGc frees dead ArrayBuffers in this process without exposing gc globally", () => {

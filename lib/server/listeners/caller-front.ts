@@ -52,6 +52,8 @@ export interface CallerFrontDeps {
   refusedFrom?: (remoteAddress: string | undefined) => void;
   /** Time each CONNECT dial's steps (--dial-step-metrics; lib/observability/dial-steps.ts). */
   dialStepMetrics?: boolean;
+  /** Told of each chunk a CONNECT tunnel reads from its caller (GatewayDeps.callerBytesRead). */
+  bytesRead?: (bytes: number) => void;
 }
 
 export interface CallerFront {
@@ -207,6 +209,7 @@ export function createCallerFront(deps: CallerFrontDeps): CallerFront {
             refused: deps.refusedFrom && (() => deps.refusedFrom?.(socket.remoteAddress)),
             metrics,
             ...(deps.endingTunnels ? { ending: deps.endingTunnels } : {}),
+            ...(deps.bytesRead ? { bytesRead: deps.bytesRead } : {}),
           });
         },
       };

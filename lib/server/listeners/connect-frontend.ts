@@ -44,6 +44,11 @@ export interface ConnectTunnelOptions {
   ending?: Set<Socket>;
   /** The dial's step clock (--dial-step-metrics): the agent's answer and the first byte end here. */
   steps?: DialSteps;
+  /**
+   * Told of each chunk read from the caller once the tunnel carries data: each arrived in a
+   * fresh buffer, which the scavenge pacer frees (lib/transport/scavenge-pacer.ts).
+   */
+  bytesRead?: (bytes: number) => void;
 }
 
 /** A CONNECT tunnel being served, as its owner (the caller's credential) sees it. */
@@ -56,7 +61,7 @@ export interface ConnectTunnel {
 }
 
 export function serveConnect(opts: ConnectTunnelOptions): ConnectTunnel {
-  const { socket, log, metrics } = opts;
+  const { socket, log, metrics, bytesRead } = opts;
   let early: Buffer[] = opts.rest.length > 0 ? [opts.rest] : [];
   let earlyBytes = opts.rest.length;
   let link: BackendLink | null = null;
@@ -92,6 +97,7 @@ export function serveConnect(opts: ConnectTunnelOptions): ConnectTunnel {
   const onData = (chunk: Buffer) => {
     if (broken) return; // the tunnel is gone: nothing to send it to
     if (link) {
+      bytesRead?.(chunk.length);
       if (!link.send(chunk)) {
         socket.pause();
         link.onceWritable(() => socket.resume());

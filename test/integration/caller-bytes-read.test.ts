@@ -1,0 +1,88 @@
+/**
+ * The scavenge pacer's feed (GatewayDeps.callerBytesRead, lib/transport/scavenge-pacer.ts): every
+ * byte a CONNECT caller sends through its tunnel is counted, and nothing a gRPC caller sends is.
+ * The pacer is meant for the CONNECT callers' fresh read buffers only: scavenges set off by other
+ * traffic cost the gRPC paths what they gained on CONNECT (docs/PERFORMANCE.md, the pacer A/B).
+ */
+import type { Duplex } from "node:stream";
+import { credentials } from "@grpc/grpc-js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RunningAgent } from "../../lib/agent/agent.js";
+import { TunnelClient } from "../../lib/client/tunnel-client.js";
+import { startTestAgent, waitFor } from "../helpers/agent.js";
+import { type HttpBackend, startHttpBackend } from "../helpers/backends.js";
+import { connectThrough } from "../helpers/connect-client.js";
+import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { activeResources, expectNoLeakedResources } from "../helpers/resources.js";
+
+const BODY_BYTES = 3 * 1024 * 1024;
+let baseline: Map<string, number>;
+let t: TestGateway;
+let agent: RunningAgent;
+let backend: HttpBackend;
+let grpc: TunnelClient;
+let counted = 0;
+
+beforeAll(async () => {
+  baseline = activeResources();
+  t = await startTestGateway([], { callerBytesRead: (bytes) => (counted += bytes) });
+  backend = await startHttpBackend();
+  ({ agent } = await startTestAgent(t.pki, t.gw.addresses.agent.port));
+  await waitFor(() => t.gw.ready, 5000, "agent connected");
+  grpc = new TunnelClient(
+    t.frontend,
+    credentials.createSsl(
+      Buffer.from(t.pki.ca.certPem),
+      Buffer.from(t.pki.frontend.keyPem),
+      Buffer.from(t.pki.frontend.certPem),
+    ),
+    { "grpc.ssl_target_name_override": "localhost" },
+  );
+});
+
+afterAll(async () => {
+  grpc.close();
+  await agent.stop();
+  await t.gw.close();
+  await backend.close();
+  await expectNoLeakedResources(baseline);
+});
+
+/** POSTs BODY_BYTES to the backend's /sha256 over `socket`; resolves with the bytes written. */
+async function upload(socket: Duplex): Promise<number> {
+  const head = Buffer.from(
+    `POST /sha256 HTTP/1.1\r\nHost: backend\r\nContent-Length: ${BODY_BYTES}\r\nConnection: close\r\n\r\n`,
+  );
+  const answer = new Promise<string>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    socket.on("data", (c: Buffer) => chunks.push(c));
+    socket.once("end", () => resolve(Buffer.concat(chunks).toString()));
+    socket.once("error", reject);
+  });
+  socket.write(head);
+  // No end: a caller's FIN closes the whole tunnel (no half-close), before the answer.
+  socket.write(Buffer.alloc(BODY_BYTES, 7));
+  // The backend saw the whole body: everything the caller sent went through the tunnel.
+  expect(await answer).toContain(`"bytes":${BODY_BYTES}`);
+  socket.destroy();
+  return head.length + BODY_BYTES;
+}
+
+describe("the bytes fed to the scavenge pacer", () => {
+  it("are every byte a CONNECT caller sent through its tunnel", async () => {
+    const before = counted;
+    const r = await connectThrough(
+      { kind: "tls", host: "127.0.0.1", port: t.gw.addresses.frontend!.port, pki: t.pki },
+      backend.address,
+    );
+    expect(r.status).toBe(200);
+    const sent = await upload(r.socket);
+    expect(counted - before).toBe(sent);
+  });
+
+  it("leave out what a gRPC caller sends", async () => {
+    const before = counted;
+    await upload(await grpc.dial(backend.address));
+    expect(counted - before).toBe(0);
+  });
+});
