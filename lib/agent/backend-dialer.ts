@@ -315,8 +315,12 @@ export class BackendDialer extends EventEmitter<{
     this.opts.metrics.openEndpointConnections.inc();
     this.opts.metrics.dialDuration.observe(Number(process.hrtime.bigint() - p.startedAt) / 1e9);
     log.debug({ address: p.address }, "backend connected");
-    this.send(dialResponse(p.random, connectId));
-    flowCredit?.openWindow();
+    // The answer and the connection's first credit in one write: the server reads them together
+    // instead of waking twice, and the agent makes one TLS record and system call, not two.
+    this.sink.together(() => {
+      this.send(dialResponse(p.random, connectId));
+      flowCredit?.openWindow();
+    });
     this.emit("load", this.load);
   }
 

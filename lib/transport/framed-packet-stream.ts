@@ -91,6 +91,15 @@ export class FramedPacketStream extends DecodingPacketStream {
     return this.accepted();
   }
 
+  batch(writes: () => void): void {
+    this.socket.cork();
+    try {
+      writes();
+    } finally {
+      this.socket.uncork();
+    }
+  }
+
   end(): void {
     this.socket.end();
   }

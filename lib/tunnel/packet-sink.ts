@@ -29,6 +29,12 @@ export class PacketSink {
     return written ? this.stream.write(packet, (err) => err || written()) : this.stream.write(packet);
   }
 
+  /** Runs `sends` (calls to `send`); what they write leaves together where the stream can (PacketStream.batch). */
+  together(sends: () => void): void {
+    if (this.stream.batch) this.stream.batch(sends);
+    else sends();
+  }
+
   /** Runs `cb` once the stream can take more (or is closed). */
   onceWritable(cb: () => void): void {
     if (this.closed || !this.stream.writableNeedDrain) {

@@ -26,6 +26,13 @@ export interface PacketStream {
    * ask (grpc-js calls): liveness then rests on packets alone.
    */
   probe?(answered: () => void): void;
+  /**
+   * Runs `writes` (calls to `write`) and hands what they wrote to the transport in one write:
+   * one TLS record and one system call instead of one per packet, and one read for the peer.
+   * Order and timing are unchanged: everything leaves before `batch` returns. Absent where the
+   * transport frames each message itself (grpc-js calls): callers then just run `writes`.
+   */
+  batch?(writes: () => void): void;
   on(event: "data", listener: (packet: Packet) => void): unknown;
   on(event: "error", listener: (err: Error) => void): unknown;
   on(event: "drain" | "end" | "close", listener: () => void): unknown;

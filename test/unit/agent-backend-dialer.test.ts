@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import { type AddressInfo, createServer, isIP, type Server, Socket } from "node:net";
+import { type AddressInfo, connect, createServer, isIP, type Server, Socket } from "node:net";
 import { Duplex } from "node:stream";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { BackendDialer } from "../../lib/agent/backend-dialer.js";
@@ -27,6 +27,8 @@ import {
   type Packet,
   PacketType,
 } from "../../lib/proto/packet.js";
+import { FrameDecoder } from "../../lib/proto/tunnel-frames.js";
+import { FramedPacketStream } from "../../lib/transport/framed-packet-stream.js";
 
 /** The server's end of an agent stream: what the agent writes lands in `sent`. */
 function fakeServerStream(opts: { holdWrites?: boolean } = {}) {
@@ -269,6 +271,59 @@ describe("BackendDialer", () => {
     ctx.deliver(dataPacket(id, Buffer.from("tail-of-one|")));
     ctx.deliver(dataPacket(id, Buffer.from("head-of-next")));
     await vi.waitFor(() => expect(Buffer.concat(got).toString()).toBe("tail-of-one|head-of-next"));
+    expect(writes).toEqual([2]);
+  });
+
+  it("answers an established dial and opens its credit window in one write to the server", async () => {
+    const be = await backend();
+    // A kgw-tunnel/1 stream over real sockets, as `kgw agent` holds it by default.
+    const listener = createServer();
+    listener.listen(0, "127.0.0.1");
+    await once(listener, "listening");
+    const accepted = once(listener, "connection");
+    const agentEnd = connect((listener.address() as AddressInfo).port, "127.0.0.1");
+    const [serverEnd] = (await accepted) as [Socket];
+    await once(agentEnd, "connect");
+    const noKeepalive = { keepaliveMs: 0, keepaliveTimeoutMs: 0 };
+    const server = new FramedPacketStream(serverEnd, new FrameDecoder(), noKeepalive);
+    const got: Packet[] = [];
+    server.on("data", (p: Packet) => got.push(p));
+    const dialer = new BackendDialer(new FramedPacketStream(agentEnd, new FrameDecoder(), noKeepalive), {
+      dialTimeoutMs: 5_000,
+      flow: "credit",
+      connectIds: new ConnectIdAllocator(),
+      resolveHost: testResolver,
+      log: silentLogger(),
+      metrics: new AgentMetrics(),
+    });
+    toClose.push(async () => {
+      dialer.shutdown();
+      agentEnd.destroy();
+      serverEnd.destroy();
+      listener.close();
+      await once(listener, "close");
+    });
+    // Every write the agent makes towards the server (a system call and, over TLS, a record each).
+    const writes: number[] = [];
+    const w = agentEnd as unknown as {
+      _write: (...a: unknown[]) => void;
+      _writev: (chunks: unknown[], cb: unknown) => void;
+    };
+    const write = w._write.bind(agentEnd);
+    const writev = w._writev.bind(agentEnd);
+    w._write = (...a) => {
+      writes.push(1);
+      write(...a);
+    };
+    w._writev = (chunks, cb) => {
+      writes.push(chunks.length);
+      writev(chunks, cb);
+    };
+    server.write(dialRequest(`127.0.0.1:${be.port}`, 1n));
+    await vi.waitFor(() =>
+      expect(got.map((p) => p.type)).toEqual([PacketType.DIAL_RSP, PacketType.KGW_CREDIT]),
+    );
+    expect((got[0] as DialResponsePacket).error).toBe("");
     expect(writes).toEqual([2]);
   });
 
