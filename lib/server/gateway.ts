@@ -250,7 +250,7 @@ export class Gateway {
         registry: this.registry,
         accepting: () => this.accepting,
         ...(deps.fleet ? { serverCount: () => deps.fleet!.serverCount() } : {}),
-        probeSlot: () => this.idleProbes.reserve(),
+        probeSlot: (afterMs) => this.idleProbes.reserve(afterMs),
         log: deps.log,
         metrics,
       },

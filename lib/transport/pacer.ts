@@ -17,10 +17,13 @@ export class Pacer {
     this.gapMs = 1000 / perSecond;
   }
 
-  /** Reserves the next slot; returns how many ms from now it is (0: now). */
-  reserve(): number {
+  /**
+   * Reserves the next slot no sooner than `afterMs` from now; returns how many ms from now it is
+   * (0: now).
+   */
+  reserve(afterMs = 0): number {
     const now = this.now();
-    const slot = Math.max(now, this.next);
+    const slot = Math.max(now + afterMs, this.next);
     this.next = slot + this.gapMs;
     return slot - now;
   }

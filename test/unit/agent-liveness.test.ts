@@ -218,6 +218,50 @@ describe("AgentLiveness and dials", () => {
     liveness.stop();
   });
 
+  it("sleeps from an answered periodic probe until its next turn: one timer, no wake-up in between", () => {
+    const asked: number[] = [];
+    const { liveness, events, answer } = watched({
+      ...TIMES,
+      probeSlot: (afterMs = 0) => {
+        asked.push(afterMs);
+        return afterMs;
+      },
+    });
+    vi.advanceTimersByTime(5_000);
+    expect(events).toEqual(["probe"]);
+    vi.advanceTimersByTime(10);
+    answer();
+    // The next turn is taken at the answer, no sooner than one interval on.
+    expect(asked).toEqual([0, 5_000]);
+    const woken = vi.getTimerCount();
+    expect(woken).toBe(1);
+    // Nothing runs between the answer and that turn (no check at the answer deadline, no second
+    // wake-up to ask the pacer), and the probe then goes at once.
+    vi.advanceTimersByTime(4_999);
+    expect(events).toEqual(["probe"]);
+    expect(asked).toHaveLength(2);
+    vi.advanceTimersByTime(1);
+    expect(events).toEqual(["probe", "probe"]);
+    liveness.stop();
+  });
+
+  it("does not take a turn for the answer to a probe that went with a dial", () => {
+    const asked: number[] = [];
+    const { liveness, events, answer } = watched({
+      ...TIMES,
+      probeSlot: (afterMs = 0) => {
+        asked.push(afterMs);
+        return afterMs;
+      },
+    });
+    vi.advanceTimersByTime(300);
+    liveness.dialSent();
+    answer();
+    expect(events).toEqual(["probe"]);
+    expect(asked).toEqual([]);
+    liveness.stop();
+  });
+
   it("never makes the probe that goes with a dial wait", () => {
     const { liveness, events } = watched({ ...TIMES, probeSlot: () => 60_000 });
     vi.advanceTimersByTime(1_000);

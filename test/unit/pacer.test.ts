@@ -13,6 +13,15 @@ describe("Pacer", () => {
     expect(waits.at(-1)).toBeCloseTo(50_000, 0);
   });
 
+  it("reserves a slot no sooner than asked, behind the slots already given", () => {
+    let t = 1_000;
+    const p = new Pacer(10, () => t);
+    expect(p.reserve(5_000)).toBe(5_000);
+    expect(p.reserve(5_000)).toBe(5_100);
+    t += 10_000;
+    expect(p.reserve()).toBe(0);
+  });
+
   it("refuses a rate that is not positive", () => {
     expect(() => new Pacer(0)).toThrow(RangeError);
   });

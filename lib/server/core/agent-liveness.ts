@@ -36,9 +36,9 @@ export interface LivenessTimes {
    * instance shares hands out slots at a fixed rate (IDLE_PROBES_PER_SECOND), so idle agents cost
    * a bounded number of probes, and of wake-ups, a second however many there are: past what the
    * rate covers, each is simply asked less often. Probes that go with a dial never wait. Absent:
-   * at once.
+   * at once. `afterMs`: the slot may be no sooner than that (a turn reserved ahead).
    */
-  probeSlot?: () => number;
+  probeSlot?: (afterMs?: number) => number;
 }
 
 export interface LivenessHooks {
@@ -59,6 +59,8 @@ export class AgentLiveness {
   private stopped = false;
   /** A slot from the pacer is held: the next due check probes without asking for another. */
   private slotReserved = false;
+  /** The probe out is a periodic one (its turn from the pacer), not one that went with a dial. */
+  private turnProbe = false;
   responsive = true;
 
   constructor(
@@ -75,6 +77,7 @@ export class AgentLiveness {
 
   /** Something arrived from the agent. Called per packet: keep it cheap. */
   heard(): void {
+    const answeredTurn = this.probeSentAt !== null && this.turnProbe;
     this.lastHeard = Date.now();
     this.probeSentAt = null;
     this.askedSince = null;
@@ -82,13 +85,14 @@ export class AgentLiveness {
       this.responsive = true;
       this.hooks.onResponsiveChange(true);
     }
+    if (answeredTurn && !this.stopped) this.nextTurn();
   }
 
   /** A dial was sent to the agent: ask it now if it has been quiet (see above). */
   dialSent(): void {
     if (this.stopped || this.times.probeIntervalMs <= 0 || this.probeSentAt !== null) return;
     if (Date.now() - this.lastHeard < DIAL_PROBE_AFTER_SILENCE_MS) return;
-    this.sendProbe(Date.now());
+    this.sendProbe(Date.now(), false);
     clearTimeout(this.timer);
     this.schedule();
   }
@@ -155,9 +159,25 @@ export class AgentLiveness {
         return;
       }
       this.slotReserved = false;
-      this.sendProbe(now);
+      this.sendProbe(now, true);
     }
     this.schedule();
+  }
+
+  /**
+   * An idle agent answered its periodic probe: nothing is due before its next one, so its next
+   * turn is reserved now and it sleeps until then. Before, it woke twice more (at the answer
+   * deadline, to find the answer in, and at the probe interval, to ask the pacer): each
+   * wake-up of the process costs far more than the check it runs (docs/PERFORMANCE.md, idle
+   * CPU). Only periodic probes do this: answers to probes that went with dials would take
+   * turns busy agents seldom need and push idle agents' turns back.
+   */
+  private nextTurn(): void {
+    clearTimeout(this.timer);
+    const wait = this.times.probeSlot?.(this.times.probeIntervalMs) ?? this.times.probeIntervalMs;
+    this.slotReserved = this.times.probeSlot !== undefined;
+    this.timer = setTimeout(() => this.check(), Math.max(1, wait));
+    this.timer.unref();
   }
 
   /** How long an asked agent may take to answer before it is dead (see the top of the file). */
@@ -166,7 +186,8 @@ export class AgentLiveness {
     return Math.max(answerTimeoutMs, deadAfterMs - probeIntervalMs);
   }
 
-  private sendProbe(now: number): void {
+  private sendProbe(now: number, turn: boolean): void {
+    this.turnProbe = turn;
     this.probeSentAt = now;
     this.askedSince ??= now;
     // Any answer proves life, a late one to an earlier probe included.

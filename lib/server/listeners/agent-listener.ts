@@ -33,7 +33,7 @@ export type AgentListenerDeps = Pick<
 > &
   Partial<Pick<AgentAdmissionDeps, "serverCount">> & {
     /** The instance's budget of periodic liveness probes (agent-liveness.ts). */
-    probeSlot?: () => number;
+    probeSlot?: (afterMs?: number) => number;
   };
 
 /**
