@@ -1,4 +1,6 @@
 import { PassThrough } from "node:stream";
+import { credentials } from "@grpc/grpc-js";
+import { TunnelClient } from "../../lib/client/tunnel-client.js";
 import { parseServerOptions } from "../../lib/config/server-options.js";
 import { ServerMetrics } from "../../lib/metrics/server-metrics.js";
 import { createLogger, type Logger } from "../../lib/observability/logger.js";
@@ -113,4 +115,17 @@ async function startGatewayWith(
     logs: lines,
     log,
   };
+}
+
+/** A gRPC caller of `t`'s frontend with the test PKI's frontend certificate (mTLS). */
+export function frontendClient(t: TestGateway): TunnelClient {
+  return new TunnelClient(
+    t.frontend,
+    credentials.createSsl(
+      Buffer.from(t.pki.ca.certPem),
+      Buffer.from(t.pki.frontend.keyPem),
+      Buffer.from(t.pki.frontend.certPem),
+    ),
+    { "grpc.ssl_target_name_override": "localhost" },
+  );
 }

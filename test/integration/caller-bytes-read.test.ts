@@ -5,14 +5,13 @@
  * traffic cost the gRPC paths what they gained on CONNECT (docs/PERFORMANCE.md, the pacer A/B).
  */
 import type { Duplex } from "node:stream";
-import { credentials } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunningAgent } from "../../lib/agent/agent.js";
-import { TunnelClient } from "../../lib/client/tunnel-client.js";
+import type { TunnelClient } from "../../lib/client/tunnel-client.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { type HttpBackend, startHttpBackend } from "../helpers/backends.js";
 import { connectThrough } from "../helpers/connect-client.js";
-import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { frontendClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { activeResources, expectNoLeakedResources } from "../helpers/resources.js";
 
 const BODY_BYTES = 3 * 1024 * 1024;
@@ -29,15 +28,7 @@ beforeAll(async () => {
   backend = await startHttpBackend();
   ({ agent } = await startTestAgent(t.pki, t.gw.addresses.agent.port));
   await waitFor(() => t.gw.ready, 5000, "agent connected");
-  grpc = new TunnelClient(
-    t.frontend,
-    credentials.createSsl(
-      Buffer.from(t.pki.ca.certPem),
-      Buffer.from(t.pki.frontend.keyPem),
-      Buffer.from(t.pki.frontend.certPem),
-    ),
-    { "grpc.ssl_target_name_override": "localhost" },
-  );
+  grpc = frontendClient(t);
 });
 
 afterAll(async () => {

@@ -5,12 +5,11 @@
  * succeeds in the middle of the burst.
  */
 import { connect as tlsConnect } from "node:tls";
-import { credentials } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TunnelClient } from "../../lib/client/tunnel-client.js";
+import type { TunnelClient } from "../../lib/client/tunnel-client.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { type HttpBackend, startHttpBackend } from "../helpers/backends.js";
-import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { frontendClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 
 let backend: HttpBackend;
 beforeAll(async () => {
@@ -19,19 +18,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await backend.close();
 });
-
-function grpcClient(t: TestGateway): TunnelClient {
-  const p = t.pki;
-  return new TunnelClient(
-    t.frontend,
-    credentials.createSsl(
-      Buffer.from(p.ca.certPem),
-      Buffer.from(p.frontend.keyPem),
-      Buffer.from(p.frontend.certPem),
-    ),
-    { "grpc.ssl_target_name_override": "localhost" },
-  );
-}
 
 /** One gRPC dial on the client's (open) channel and a request over it; the response's status line. */
 async function dialOnce(client: TunnelClient): Promise<string> {
@@ -89,7 +75,7 @@ describe("--max-tls-handshake-rate", () => {
     ]);
     const { agent } = await startTestAgent(t.pki, t.gw.addresses.agent.port);
     await waitFor(() => t.gw.ready, 5000, "agent connected");
-    const client = grpcClient(t);
+    const client = frontendClient(t);
     expect(await dialOnce(client)).toBe("HTTP/1.1 200 OK");
 
     const [result, during] = await Promise.all([burst(t, 60), dialOnce(client)]);
@@ -117,7 +103,7 @@ describe("--max-tls-handshake-rate", () => {
     const t = await startTestGateway(["--max-tls-handshake-rate=20", "--max-tls-handshake-burst=5"]);
     const { agent } = await startTestAgent(t.pki, t.gw.addresses.agent.port);
     await waitFor(() => t.gw.ready, 5000, "agent connected");
-    const client = grpcClient(t);
+    const client = frontendClient(t);
     expect(await dialOnce(client)).toBe("HTTP/1.1 200 OK");
 
     const waiting = async () =>

@@ -6,15 +6,19 @@ import { fork, spawn } from "node:child_process";
 import type { Duplex } from "node:stream";
 import { connect as tlsConnect } from "node:tls";
 import { fileURLToPath } from "node:url";
-import { credentials } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunningAgent } from "../../lib/agent/agent.js";
-import { TunnelClient } from "../../lib/client/tunnel-client.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { type HttpBackend, hangingListener, startHttpBackend } from "../helpers/backends.js";
 import { bodyText, connectThrough, httpOver, type ProxyTarget } from "../helpers/connect-client.js";
 import { httpGet, metricAt } from "../helpers/endpoints.js";
-import { AGENT_TOKEN, gatewayFlags, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import {
+  AGENT_TOKEN,
+  frontendClient,
+  gatewayFlags,
+  startTestGateway,
+  type TestGateway,
+} from "../helpers/gateway.js";
 import { spawnKgw, spawnKgwAnnouncing } from "../helpers/kgw-process.js";
 import { getTestPki } from "../helpers/pki.js";
 import { activeResources as resources } from "../helpers/resources.js";
@@ -63,19 +67,6 @@ const tlsProxy = (t: TestGateway): ProxyTarget => ({
   port: t.gw.addresses.frontend!.port,
   pki: t.pki,
 });
-
-function grpcClient(t: TestGateway): TunnelClient {
-  const p = t.pki;
-  return new TunnelClient(
-    t.frontend,
-    credentials.createSsl(
-      Buffer.from(p.ca.certPem),
-      Buffer.from(p.frontend.keyPem),
-      Buffer.from(p.frontend.certPem),
-    ),
-    { "grpc.ssl_target_name_override": "localhost" },
-  );
-}
 
 /**
  * curl downloading `path` from the backend through the gateway's mTLS CONNECT frontend, as
@@ -173,7 +164,7 @@ describe("an agent process that dies", () => {
         res.on("error", () => resolve(Date.now()));
         res.on("close", () => resolve(Date.now()));
       });
-      const grpc = grpcClient(t);
+      const grpc = frontendClient(t);
       const tunnel = await within(grpc.dial(backend.address), 5000, "gRPC dial");
       const grpcEnd = howItEnds(tunnel);
       let grpcReceived = 0;
@@ -295,7 +286,7 @@ describe("cancelled dials", () => {
     const { agent } = await startTestAgent(t.pki, t.gw.addresses.agent.port, ["--dial-timeout=30s"]);
     await waitFor(() => t.gw.ready, 5000, "agent connected");
     const hanging = await hangingListener();
-    const client = grpcClient(t);
+    const client = frontendClient(t);
 
     const dial = client.dial(`127.0.0.1:${hanging.port}`, { timeoutMs: 300 });
     await waitFor(() => agent.state().load === 1, 5000, "agent dialing");

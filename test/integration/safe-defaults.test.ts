@@ -6,14 +6,12 @@
  */
 
 import { isIP, Socket } from "node:net";
-import { credentials } from "@grpc/grpc-js";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ResolvedTarget } from "../../lib/agent/dial-target.js";
 import { type HostResolver, systemResolver } from "../../lib/agent/host-resolver.js";
-import { TunnelClient } from "../../lib/client/tunnel-client.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import { connectThrough } from "../helpers/connect-client.js";
-import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { frontendClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
@@ -77,15 +75,7 @@ describe("link-local destinations", () => {
     expect(r.headers["x-kgw-error-code"]).toBe("ERR_DESTINATION_NOT_ALLOWED");
     r.socket.destroy();
 
-    const grpc = new TunnelClient(
-      t.frontend,
-      credentials.createSsl(
-        Buffer.from(t.pki.ca.certPem),
-        Buffer.from(t.pki.frontend.keyPem),
-        Buffer.from(t.pki.frontend.certPem),
-      ),
-      { "grpc.ssl_target_name_override": "localhost" },
-    );
+    const grpc = frontendClient(t);
     cleanups.push(() => grpc.close());
     await expect(grpc.dial("169.254.169.254:80")).rejects.toThrow(
       /^dial tcp 169\.254\.169\.254:80: destination not allowed: 169\.254\.169\.254 is link-local/,

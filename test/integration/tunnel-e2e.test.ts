@@ -10,10 +10,9 @@ import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import { Readable } from "node:stream";
 import { promisify } from "node:util";
-import { credentials } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunningAgent } from "../../lib/agent/agent.js";
-import { TunnelClient } from "../../lib/client/tunnel-client.js";
+import type { TunnelClient } from "../../lib/client/tunnel-client.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import {
   closedPort,
@@ -23,7 +22,7 @@ import {
   startHttpBackend,
 } from "../helpers/backends.js";
 import { bodyText, connectThrough, httpOver, type ProxyTarget } from "../helpers/connect-client.js";
-import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { frontendClient, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 
 const MiB = 1024 * 1024;
 let t: TestGateway;
@@ -38,15 +37,7 @@ beforeAll(async () => {
   backend = await startHttpBackend();
   ({ agent } = await startTestAgent(t.pki, t.gw.addresses.agent.port));
   await waitFor(() => t.gw.ready, 5000, "agent connected");
-  grpc = new TunnelClient(
-    t.frontend,
-    credentials.createSsl(
-      Buffer.from(t.pki.ca.certPem),
-      Buffer.from(t.pki.frontend.keyPem),
-      Buffer.from(t.pki.frontend.certPem),
-    ),
-    { "grpc.ssl_target_name_override": "localhost" },
-  );
+  grpc = frontendClient(t);
 });
 
 afterAll(async () => {
