@@ -36,6 +36,8 @@ export interface AgentDeps {
   random?: () => number;
   /** Override the server handshake timeout (tests). */
   handshakeTimeoutMs?: number;
+  /** Told of each DIAL_REQ from any server (`kgw agent`: the dial scavenger's look). */
+  dialReceived?: () => void;
 }
 
 export type DrainOutcome = "idle" | "timeout" | "stopped";
@@ -83,6 +85,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps): Promis
           connectSocket: deps.connectSocket,
           resolveHost: deps.resolveHost,
           destinationPolicy,
+          dialReceived: deps.dialReceived,
         },
         log,
         metrics,

@@ -56,6 +56,8 @@ export interface BackendDialerOptions {
   resolveHost?: HostResolver;
   /** Which resolved addresses may be dialed; link-local ones are refused when not given. */
   destinationPolicy?: DestinationPolicy;
+  /** Told of each DIAL_REQ, before it is handled (lib/transport/dial-scavenger.ts). */
+  dialReceived?: () => void;
   log: Logger;
   metrics: AgentMetrics;
 }
@@ -161,6 +163,7 @@ export class BackendDialer extends EventEmitter<{
     this.opts.metrics.streamPackets.count("to_agent", packet);
     switch (packet.type) {
       case PacketType.DIAL_REQ:
+        this.opts.dialReceived?.();
         this.onDialRequest(packet);
         return;
       case PacketType.DIAL_CLS:

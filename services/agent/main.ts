@@ -10,6 +10,7 @@ import { ConfigError } from "../../lib/errors.js";
 import { AgentMetrics } from "../../lib/metrics/agent-metrics.js";
 import { createLogger } from "../../lib/observability/logger.js";
 import { clearPortsFile, writePortsFile } from "../../lib/observability/ports-file.js";
+import { dialScavenger } from "../../lib/transport/dial-scavenger.js";
 import { checkNodeInternals } from "../../lib/transport/node-internals.js";
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -30,7 +31,11 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   try {
     checkNodeInternals();
     if (portsFile) await clearPortsFile(portsFile);
-    agent = await startAgent(parsed.options, { log, metrics: new AgentMetrics() });
+    agent = await startAgent(parsed.options, {
+      log,
+      metrics: new AgentMetrics(),
+      dialReceived: dialScavenger().look,
+    });
   } catch (err) {
     process.stderr.write(`kgw agent: ${(err as Error).message}\n`);
     return err instanceof ConfigError ? 2 : 1;

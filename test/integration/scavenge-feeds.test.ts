@@ -1,8 +1,12 @@
 /**
- * The scavenge pacer's feed (GatewayDeps.callerBytesRead, lib/transport/scavenge-pacer.ts): every
- * byte a CONNECT caller sends through its tunnel is counted, and nothing a gRPC caller sends is.
- * The pacer is meant for the CONNECT callers' fresh read buffers only: scavenges set off by other
- * traffic cost the gRPC paths what they gained on CONNECT (docs/PERFORMANCE.md, the pacer A/B).
+ * What sets off the scavenges that free short-lived read buffers, fed by real traffic:
+ *  - the server's pacer (GatewayDeps.callerBytesRead, lib/transport/scavenge-pacer.ts): every byte
+ *    a CONNECT caller sends through its tunnel is counted, and nothing a gRPC caller sends is.
+ *    It is meant for the CONNECT callers' fresh read buffers only: scavenges set off by other
+ *    traffic cost the gRPC paths what they gained on CONNECT (docs/PERFORMANCE.md, the pacer A/B);
+ *  - the agent's dial scavenger (AgentDeps.dialReceived, lib/transport/dial-scavenger.ts): one look
+ *    per dial the agent receives, whichever frontend it came from and whether or not it connects,
+ *    and none for the data of open tunnels.
  */
 import type { Duplex } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -21,12 +25,15 @@ let agent: RunningAgent;
 let backend: HttpBackend;
 let grpc: TunnelClient;
 let counted = 0;
+let dialsSeen = 0;
 
 beforeAll(async () => {
   baseline = activeResources();
   t = await startTestGateway([], { callerBytesRead: (bytes) => (counted += bytes) });
   backend = await startHttpBackend();
-  ({ agent } = await startTestAgent(t.pki, t.gw.addresses.agent.port));
+  ({ agent } = await startTestAgent(t.pki, t.gw.addresses.agent.port, [], {
+    dialReceived: () => dialsSeen++,
+  }));
   await waitFor(() => t.gw.ready, 5000, "agent connected");
   grpc = frontendClient(t);
 });
@@ -75,5 +82,26 @@ describe("the bytes fed to the scavenge pacer", () => {
     const before = counted;
     await upload(await grpc.dial(backend.address));
     expect(counted - before).toBe(0);
+  });
+});
+
+describe("the dials fed to the agent's dial scavenger", () => {
+  it("are one per dial, CONNECT or gRPC, and none for the data of an open tunnel", async () => {
+    const before = dialsSeen;
+    const r = await connectThrough(
+      { kind: "tls", host: "127.0.0.1", port: t.gw.addresses.frontend!.port, pki: t.pki },
+      backend.address,
+    );
+    expect(r.status).toBe(200);
+    await upload(r.socket);
+    await upload(await grpc.dial(backend.address));
+    expect(dialsSeen - before).toBe(2);
+  });
+
+  it("count a dial the agent refuses", async () => {
+    const before = dialsSeen;
+    // Nothing listens on port 1 of loopback: the agent's connect fails, and the caller is told.
+    await expect(grpc.dial("127.0.0.1:1")).rejects.toThrow();
+    expect(dialsSeen - before).toBe(1);
   });
 });
