@@ -3,12 +3,11 @@
  * before V8's external-memory limit answers them with a mark-compact in the middle of a dial.
  *
  * Why: every read from the agent's TLS stream to its server arrives in a fresh 16 KiB ArrayBuffer
- * however few bytes it holds, and a dial takes several (DIAL_REQ, the first DATA, CLOSE_REQ),
- * with the backend socket's own buffers on top. A dial allocates little JavaScript, so the young
- * generation seldom fills and no scavenge frees them: external memory climbs until V8 starts a
- * mark-compact, and the dials it lands on make the dial rows' p99 (docs/PERFORMANCE.md, "Dial
- * tails"). The server needs none: its dials allocate enough JavaScript that V8's own scavenges
- * free them, and in the dial A/B a pacer in the server alone shortened no tail.
+ * however few bytes it holds, and a dial takes several (DIAL_REQ, the first DATA, CLOSE_REQ).
+ * A dial allocates little JavaScript, so the young generation seldom fills and no scavenge frees
+ * them: external memory climbs until V8 starts a mark-compact, and the dials it lands on make
+ * the dial rows' p99 (docs/PERFORMANCE.md, "The dial-tail regression, fixed"). The server runs
+ * none: in that experiment a pacer in the server alone shortened no tail.
  *
  * Looked at on each dial, not on a timer: the growth comes from dials, and a transfer on an
  * open tunnel never looks. Forced scavenges during bulk transfers cost the gRPC and download
@@ -56,7 +55,10 @@ export class DialScavenger {
   };
 }
 
-/** The scavenger `kgw agent` looks with on each dial. */
+/**
+ * The scavenger `kgw agent` looks with on each dial. 4 MiB as the server's pacer: 16 MiB, fewer
+ * and later scavenges, brought the dial tails back (docs/PERFORMANCE.md, the dial-tail fix).
+ */
 export function dialScavenger(): DialScavenger {
   return new DialScavenger(() => getHeapStatistics().external_memory, minorGc());
 }
