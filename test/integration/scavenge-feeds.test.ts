@@ -66,15 +66,20 @@ async function upload(socket: Duplex): Promise<number> {
   return head.length + BODY_BYTES;
 }
 
+/** A CONNECT tunnel to the backend through the gateway's frontend, answered 200. */
+async function connectTunnel(): Promise<Duplex> {
+  const r = await connectThrough(
+    { kind: "tls", host: "127.0.0.1", port: t.gw.addresses.frontend!.port, pki: t.pki },
+    backend.address,
+  );
+  expect(r.status).toBe(200);
+  return r.socket;
+}
+
 describe("the bytes fed to the scavenge pacer", () => {
   it("are every byte a CONNECT caller sent through its tunnel", async () => {
     const before = counted;
-    const r = await connectThrough(
-      { kind: "tls", host: "127.0.0.1", port: t.gw.addresses.frontend!.port, pki: t.pki },
-      backend.address,
-    );
-    expect(r.status).toBe(200);
-    const sent = await upload(r.socket);
+    const sent = await upload(await connectTunnel());
     expect(counted - before).toBe(sent);
   });
 
@@ -88,12 +93,7 @@ describe("the bytes fed to the scavenge pacer", () => {
 describe("the dials fed to the agent's dial scavenger", () => {
   it("are one per dial, CONNECT or gRPC, and none for the data of an open tunnel", async () => {
     const before = dialsSeen;
-    const r = await connectThrough(
-      { kind: "tls", host: "127.0.0.1", port: t.gw.addresses.frontend!.port, pki: t.pki },
-      backend.address,
-    );
-    expect(r.status).toBe(200);
-    await upload(r.socket);
+    await upload(await connectTunnel());
     await upload(await grpc.dial(backend.address));
     expect(dialsSeen - before).toBe(2);
   });
