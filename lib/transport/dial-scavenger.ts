@@ -13,7 +13,8 @@
  * open tunnel never looks. Forced scavenges during bulk transfers cost the gRPC and download
  * rows (they promote live HTTP/2 objects early; the pacer A/B in docs/PERFORMANCE.md), so they
  * must not be set off by traffic where V8 collects well by itself. A look reads one V8 counter
- * (about a microsecond); idle costs nothing.
+ * (about a microsecond); idle costs nothing. That counter adds a new buffer at once but takes a
+ * freed one off only at a later collection: growth is then measured from where it fell to.
  */
 import { getHeapStatistics } from "node:v8";
 import { minorGc, SCAVENGE_AFTER_BYTES } from "./scavenge-pacer.js";
