@@ -36,9 +36,15 @@ export const RECEIVE_WINDOW_BYTES = 4 * 1024 * 1024;
 
 /**
  * The agent's receive window (bytes towards a backend, "upload"): larger, because what a stalled
- * backend holds there is in the tenant's own agent, not in the shared gateway.
+ * backend holds there is in the tenant's own agent, not in the shared gateway. As large as the
+ * HTTP/2 stream window the agent grants its server (HTTP2_STREAM_WINDOW_BYTES) and the most a
+ * window grows to (MAX_RECEIVE_WINDOW_BYTES), from the start: a round trip's bytes are not all
+ * that is in flight, the socket buffers on the way hold megabytes more, and a window-bound
+ * sender behind them arrives as a steady stream, not as the bursts and pauses that make a window
+ * grow. 8 MiB held 20 ms uploads below upstream's (docs/PERFORMANCE.md, fourth pass), whose
+ * HTTP/2 windows grow to 16 MiB.
  */
-export const AGENT_RECEIVE_WINDOW_BYTES = 8 * 1024 * 1024;
+export const AGENT_RECEIVE_WINDOW_BYTES = 16 * 1024 * 1024;
 
 /**
  * Largest DATA payload a sender puts in one packet in credit mode. Larger writes are split

@@ -13,6 +13,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunningAgent } from "../../lib/agent/agent.js";
 import type { TunnelClient } from "../../lib/client/tunnel-client.js";
+import { AGENT_RECEIVE_WINDOW_BYTES } from "../../lib/tunnel/flow-control.js";
 import { startTestAgent, waitFor } from "../helpers/agent.js";
 import {
   closedPort,
@@ -128,17 +129,21 @@ describe.each(frontends)("through %s", (name, opener) => {
 });
 
 describe("one large write through the gRPC frontend", () => {
-  it("arrives intact: the server sends past the window only as credit returns", async () => {
-    // konnectivity-client sends one DATA packet per Write; the server splits it and must not
-    // overrun the agent's window (8 MiB) with one 12 MiB packet.
+  it("arrives intact when two packets written back to back hold more than the agent's window", async () => {
+    // konnectivity-client sends one DATA packet per Write; the server splits each and sends the
+    // parts past the agent's window (AGENT_RECEIVE_WINDOW_BYTES, 16 MiB) only as credit returns
+    // (a packet alone is at most MAX_MESSAGE_BYTES, the window's size, hence two). That it never
+    // overruns the window is ConnectionCredit.write's unit test: here the backend reads too fast
+    // for an overrun to show; what this checks is that the split parts arrive whole, in order.
+    expect(2 * 12 * MiB).toBeGreaterThan(AGENT_RECEIVE_WINDOW_BYTES);
     const parts: Buffer[] = [];
-    for await (const c of patternStream(12 * MiB, 5)) parts.push(c as Buffer);
+    for await (const c of patternStream(24 * MiB, 5)) parts.push(c as Buffer);
     const body = Buffer.concat(parts);
     const res = await httpOver(await grpc.dial(backend.address), "/sha256", {
       method: "POST",
-      body: Readable.from([body]),
+      body: Readable.from([body.subarray(0, 12 * MiB), body.subarray(12 * MiB)]),
     });
-    const want = await sha256Of(patternStream(12 * MiB, 5));
+    const want = await sha256Of(patternStream(24 * MiB, 5));
     expect(JSON.parse(await bodyText(res))).toEqual({ sha256: want.hex, bytes: want.bytes });
   });
 });
