@@ -57,14 +57,25 @@ export const REFUSAL_THROTTLE_MAX_SOURCES = 10_000;
 
 /**
  * Periodic liveness probes an instance sends a second, all agents together (agent-liveness.ts).
- * The budget for idle CPU is 10 ms a second (issue 26), and a probe costs the process about
- * 180–260 µs of CPU (an HTTP/2 or kgw-tunnel/1 PING through TLS and its answer: timers, the
- * write, the read; `scale` scenario, 200 a second cost 36–52 ms/s): 30 a second is about 8 ms/s.
+ * The budget for idle CPU is 10 ms a second (issue 26), and a probe with a wake-up of its own cost
+ * the process about 180–260 µs of CPU (an HTTP/2 or kgw-tunnel/1 PING through TLS and its
+ * answer: timers, the write, the read; `scale` scenario, 200 a second cost 36–52 ms/s): 30 a
+ * second was about 8 ms/s, and sent together (idleProbeBatchMs) 2–2.5 ms/s at 1,000 and 10,000.
  * Up to 150 agents are still asked every 5 s; past that each is asked less often (10,000: every
  * 333 s, inside the 350 s a Network Load Balancer keeps an idle connection). A dial still brings
  * a probe along at once, so a frozen agent is still found at the first dial it fails to take.
  */
 export const IDLE_PROBES_PER_SECOND = 30;
+
+/**
+ * The periodic probes whose turns have come go out together, at most once per this many ms
+ * (lib/transport/turn-queue.ts): one wake-up a second for them instead of one per probe, each
+ * wake-up costing more than the probe on a Firecracker VM. A probe may go this much late: a fifth
+ * of the probe interval, at most a second, so short intervals (tests, the flag) keep their pace.
+ */
+export function idleProbeBatchMs(probeIntervalMs: number): number {
+  return Math.min(1_000, probeIntervalMs / 5);
+}
 
 /**
  * TCP keepalive on every accepted connection: the kernel sends a probe after this much silence,

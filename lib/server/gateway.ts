@@ -15,8 +15,8 @@ import { ServerMetrics } from "../metrics/server-metrics.js";
 import { sourceKey } from "../transport/handshake-gate.js";
 import type { RunningHttpServer } from "../transport/http-endpoints.js";
 import { listenTcp } from "../transport/listen.js";
-import { Pacer } from "../transport/pacer.js";
 import { RefusalThrottle } from "../transport/refusal-throttle.js";
+import { TurnQueue } from "../transport/turn-queue.js";
 import { pollUntil } from "../util/poll-until.js";
 import { openAuditLog } from "./audit/audit-log.js";
 import { type AuditSink, discardAudit } from "./audit/audit-sink.js";
@@ -32,6 +32,7 @@ import {
   DRAIN_POLL_MS,
   DRAIN_SETTLE_MS,
   IDLE_PROBES_PER_SECOND,
+  idleProbeBatchMs,
   REFUSAL_THROTTLE_COOLDOWN_MS,
   REFUSAL_THROTTLE_MAX_SOURCES,
 } from "./durations.js";
@@ -70,8 +71,8 @@ export class Gateway {
    * agent is also in its session's load, but one that left over a peer link is only here.
    */
   private openDials = 0;
-  /** Periodic liveness probes of all agents together (IDLE_PROBES_PER_SECOND). */
-  private readonly idleProbes = new Pacer(IDLE_PROBES_PER_SECOND);
+  /** Periodic liveness probes of all agents together (IDLE_PROBES_PER_SECOND), one timer. */
+  private readonly idleProbes: TurnQueue;
   private readonly frontendSessions = new Set<GrpcFrontendSession>();
   /**
    * CONNECT tunnels that ended cleanly but whose socket is still sending the last bytes and FIN:
@@ -90,6 +91,7 @@ export class Gateway {
     audit: AuditSink,
   ) {
     this.metrics = metrics;
+    this.idleProbes = new TurnQueue(IDLE_PROBES_PER_SECOND, idleProbeBatchMs(opts.agent.probeIntervalMs));
     this.registry = new BackendRegistry(chooserFor(opts.proxyStrategies));
     this.routing = deps.fleet ?? deps.routing ?? {};
     this.directory = directoryOf(this.routing, this.registry, opts.dialStepMetrics);
@@ -250,7 +252,7 @@ export class Gateway {
         registry: this.registry,
         accepting: () => this.accepting,
         ...(deps.fleet ? { serverCount: () => deps.fleet!.serverCount() } : {}),
-        probeSlot: (afterMs) => this.idleProbes.reserve(afterMs),
+        probeTurns: this.idleProbes,
         log: deps.log,
         metrics,
       },

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { AgentLiveness, type LivenessTimes } from "../../lib/server/core/agent-liveness.js";
+import { AgentLiveness, type LivenessTimes, type ProbeTurns } from "../../lib/server/core/agent-liveness.js";
 
 const TIMES: LivenessTimes = { probeIntervalMs: 5_000, answerTimeoutMs: 2_000, deadAfterMs: 60_000 };
 
@@ -19,6 +19,21 @@ function watched(times: LivenessTimes = TIMES) {
     for (const a of waiting.splice(0)) a();
   };
   return { liveness, events, answer };
+}
+
+/**
+ * Turns that come `wait(afterMs)` ms from now (0: at once), each on a timer of its own: what a
+ * turn queue does for one agent, with the wait chosen by the test.
+ */
+function turns(wait: (afterMs: number) => number): ProbeTurns {
+  return {
+    take: (afterMs, run) => {
+      const ms = wait(afterMs);
+      if (ms <= 0) return null;
+      const timer = setTimeout(run, ms);
+      return () => clearTimeout(timer);
+    },
+  };
 }
 
 beforeEach(() => {
@@ -136,10 +151,10 @@ describe("AgentLiveness and dials", () => {
     const slots: number[] = [];
     const { liveness, events, answer } = watched({
       ...TIMES,
-      probeSlot: () => {
+      probeTurns: turns(() => {
         slots.push(Date.now());
         return 40_000; // a crowded instance: our turn is 40 s away
-      },
+      }),
     });
     // Due at 5 s; its slot is at 45 s. Silent all along: no probe, and not dead either.
     vi.advanceTimersByTime(44_999);
@@ -153,7 +168,7 @@ describe("AgentLiveness and dials", () => {
   });
 
   it("is dead only once asked and silent for the liveness timeout", () => {
-    const { liveness, events } = watched({ ...TIMES, probeSlot: () => 0 });
+    const { liveness, events } = watched({ ...TIMES, probeTurns: turns(() => 0) });
     vi.advanceTimersByTime(5_000 + 2_000);
     expect(events).toEqual(["probe", "unresponsive"]);
     vi.advanceTimersByTime(60_000);
@@ -167,11 +182,11 @@ describe("AgentLiveness and dials", () => {
     let wait = 300_000;
     const { liveness, events, answer } = watched({
       ...TIMES,
-      probeSlot: () => {
+      probeTurns: turns(() => {
         const w = wait;
         wait = 0;
         return w;
-      },
+      }),
     });
     vi.advanceTimersByTime(305_000);
     expect(events).toEqual(["probe"]);
@@ -192,11 +207,11 @@ describe("AgentLiveness and dials", () => {
     let wait = 300_000;
     const { liveness, events } = watched({
       ...TIMES,
-      probeSlot: () => {
+      probeTurns: turns(() => {
         const w = wait;
         wait = 0;
         return w;
-      },
+      }),
     });
     vi.advanceTimersByTime(305_000 + 54_999);
     expect(events).toEqual([
@@ -222,10 +237,10 @@ describe("AgentLiveness and dials", () => {
     const asked: number[] = [];
     const { liveness, events, answer } = watched({
       ...TIMES,
-      probeSlot: (afterMs = 0) => {
+      probeTurns: turns((afterMs) => {
         asked.push(afterMs);
         return afterMs;
-      },
+      }),
     });
     vi.advanceTimersByTime(5_000);
     expect(events).toEqual(["probe"]);
@@ -249,10 +264,10 @@ describe("AgentLiveness and dials", () => {
     const asked: number[] = [];
     const { liveness, events, answer } = watched({
       ...TIMES,
-      probeSlot: (afterMs = 0) => {
+      probeTurns: turns((afterMs) => {
         asked.push(afterMs);
         return afterMs;
-      },
+      }),
     });
     vi.advanceTimersByTime(300);
     liveness.dialSent();
@@ -263,7 +278,7 @@ describe("AgentLiveness and dials", () => {
   });
 
   it("never makes the probe that goes with a dial wait", () => {
-    const { liveness, events } = watched({ ...TIMES, probeSlot: () => 60_000 });
+    const { liveness, events } = watched({ ...TIMES, probeTurns: turns(() => 60_000) });
     vi.advanceTimersByTime(1_000);
     liveness.dialSent();
     expect(events).toEqual(["probe"]);

@@ -32,13 +32,22 @@ export interface LivenessTimes {
   /** How long an agent may stay silent before its stream is closed; 0 never closes. */
   deadAfterMs: number;
   /**
-   * When a periodic probe may go: how many ms from now (0: at once). A pacer every agent of the
-   * instance shares hands out slots at a fixed rate (IDLE_PROBES_PER_SECOND), so idle agents cost
-   * a bounded number of probes, and of wake-ups, a second however many there are: past what the
-   * rate covers, each is simply asked less often. Probes that go with a dial never wait. Absent:
-   * at once. `afterMs`: the slot may be no sooner than that (a turn reserved ahead).
+   * When periodic probes may go: turns every agent of the instance shares, handed out at a fixed
+   * rate (IDLE_PROBES_PER_SECOND) and run in batches on one timer (lib/transport/turn-queue.ts),
+   * so idle agents cost a bounded number of probes, and of wake-ups, a second however many there
+   * are: past what the rate covers, each is simply asked less often. Probes that go with a dial
+   * never wait. Absent: at once, each agent on its own timer.
    */
-  probeSlot?: (afterMs?: number) => number;
+  probeTurns?: ProbeTurns;
+}
+
+/** The instance's periodic-probe turns (`TurnQueue`). */
+export interface ProbeTurns {
+  /**
+   * The next turn no sooner than `afterMs` from now. Null: the turn is now, go at once (`run` is
+   * not called). Otherwise `run` is called at the turn unless the function returned cancels it.
+   */
+  take(afterMs: number, run: () => void): (() => void) | null;
 }
 
 export interface LivenessHooks {
@@ -56,8 +65,10 @@ export class AgentLiveness {
   /** When the first probe still unanswered went out (probeSentAt is the latest renewal). */
   private askedSince: number | null = null;
   private timer: NodeJS.Timeout | undefined;
+  /** Cancels the turn this agent waits for in the instance's queue (instead of a timer). */
+  private cancelTurn: (() => void) | null = null;
   private stopped = false;
-  /** A slot from the pacer is held: the next due check probes without asking for another. */
+  /** A turn is held: the next due check probes without asking for another. */
   private slotReserved = false;
   /** The probe out is a periodic one (its turn from the pacer), not one that went with a dial. */
   private turnProbe = false;
@@ -93,7 +104,7 @@ export class AgentLiveness {
     if (this.stopped || this.times.probeIntervalMs <= 0 || this.probeSentAt !== null) return;
     if (Date.now() - this.lastHeard < DIAL_PROBE_AFTER_SILENCE_MS) return;
     this.sendProbe(Date.now(), false);
-    clearTimeout(this.timer);
+    this.clearWake();
     this.schedule();
   }
 
@@ -104,7 +115,7 @@ export class AgentLiveness {
 
   stop(): void {
     this.stopped = true;
-    clearTimeout(this.timer);
+    this.clearWake();
   }
 
   private schedule(): void {
@@ -150,13 +161,13 @@ export class AgentLiveness {
       silent >= probeIntervalMs &&
       (this.probeSentAt === null || now - this.probeSentAt >= probeIntervalMs)
     ) {
-      const wait = this.slotReserved ? 0 : (this.times.probeSlot?.() ?? 0);
-      if (wait > 0) {
-        // Our turn comes later: wake up then and probe without asking the pacer again.
-        this.slotReserved = true;
-        this.timer = setTimeout(() => this.check(), wait);
-        this.timer.unref();
-        return;
+      if (!this.slotReserved && this.times.probeTurns) {
+        // Our turn comes later: the queue wakes us then, to probe without asking again.
+        this.cancelTurn = this.times.probeTurns.take(0, this.onTurn);
+        if (this.cancelTurn !== null) {
+          this.slotReserved = true;
+          return;
+        }
       }
       this.slotReserved = false;
       this.sendProbe(now, true);
@@ -166,18 +177,37 @@ export class AgentLiveness {
 
   /**
    * An idle agent answered its periodic probe: nothing is due before its next one, so its next
-   * turn is reserved now and it sleeps until then. Before, it woke twice more (at the answer
-   * deadline, to find the answer in, and at the probe interval, to ask the pacer): each
-   * wake-up of the process costs far more than the check it runs (docs/PERFORMANCE.md, idle
-   * CPU). Only periodic probes do this: answers to probes that went with dials would take
-   * turns busy agents seldom need and push idle agents' turns back.
+   * turn is reserved now and it sleeps until then, with no timer of its own. Before, it woke
+   * twice more (at the answer deadline, to find the answer in, and at the probe interval, to
+   * ask the pacer): each wake-up of the process costs far more than the check it runs
+   * (docs/PERFORMANCE.md, idle CPU). Only periodic probes do this: answers to probes that went
+   * with dials would take turns busy agents seldom need and push idle agents' turns back.
    */
   private nextTurn(): void {
+    this.clearWake();
+    const turns = this.times.probeTurns;
+    if (turns === undefined) {
+      this.slotReserved = false;
+      this.timer = setTimeout(() => this.check(), this.times.probeIntervalMs);
+      this.timer.unref();
+      return;
+    }
+    this.slotReserved = true;
+    this.cancelTurn = turns.take(this.times.probeIntervalMs, this.onTurn);
+    // A turn "now" cannot come a whole interval ahead; if it did, check() sees what is due.
+    if (this.cancelTurn === null) this.check();
+  }
+
+  private readonly onTurn = (): void => {
+    this.cancelTurn = null;
+    this.check();
+  };
+
+  private clearWake(): void {
     clearTimeout(this.timer);
-    const wait = this.times.probeSlot?.(this.times.probeIntervalMs) ?? this.times.probeIntervalMs;
-    this.slotReserved = this.times.probeSlot !== undefined;
-    this.timer = setTimeout(() => this.check(), Math.max(1, wait));
-    this.timer.unref();
+    this.timer = undefined;
+    this.cancelTurn?.();
+    this.cancelTurn = null;
   }
 
   /** How long an asked agent may take to answer before it is dead (see the top of the file). */

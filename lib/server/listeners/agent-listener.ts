@@ -16,6 +16,7 @@ import { TUNNEL_ALPN } from "../../proto/tunnel-frames.js";
 import { acceptFrontendConnection } from "../../transport/frontend-connection.js";
 import { AGENT_SERVICE } from "../../transport/grpc/services.js";
 import { serverTlsSettings } from "../../transport/tls-files.js";
+import type { ProbeTurns } from "../core/agent-liveness.js";
 import { AGENT_PROBE_ANSWER_MS, KEEPALIVE_TIMEOUT_MS, MAX_MESSAGE_BYTES } from "../durations.js";
 import type { GetRoute } from "../status/self-status-route.js";
 import type { AgentAdmissionDeps } from "./agent-admission.js";
@@ -33,7 +34,7 @@ export type AgentListenerDeps = Pick<
 > &
   Partial<Pick<AgentAdmissionDeps, "serverCount">> & {
     /** The instance's budget of periodic liveness probes (agent-liveness.ts). */
-    probeSlot?: (afterMs?: number) => number;
+    probeTurns?: ProbeTurns;
   };
 
 /**
@@ -66,7 +67,7 @@ export function buildAgentListener(
       probeIntervalMs: opts.agent.probeIntervalMs,
       answerTimeoutMs: Math.min(AGENT_PROBE_ANSWER_MS, opts.agent.probeIntervalMs),
       deadAfterMs: opts.agent.livenessTimeoutMs,
-      ...(deps.probeSlot ? { probeSlot: deps.probeSlot } : {}),
+      ...(deps.probeTurns ? { probeTurns: deps.probeTurns } : {}),
     },
     log,
   };
