@@ -63,7 +63,7 @@ export class TurnQueue {
     };
   }
 
-  /** Turns waiting (for tests and the status of the queue). */
+  /** Turns waiting, neither run nor cancelled (the tests read it). */
   get waiting(): number {
     return this.live;
   }

@@ -234,6 +234,13 @@ describe("peer links in a fleet of three", () => {
     });
     await startAgentOn([3]);
     await waitUntil(async () => (await agentInstances()).join() === "3", 10_000, "acme's agent on fleet-4");
+    // fleet-3 routes to the instances of its last read of the leases (every 300 ms here): a dial
+    // it takes before that read has seen fleet-4's lease finds no live owner (DESIGN, Routing).
+    await waitUntil(
+      async () => (await metric(2, "kgw_fleet_live_instances")) === 4,
+      5_000,
+      "fleet-3 read fleet-4's lease",
+    );
     expect(await dialAt(2)).toBe("acme");
     const withExtra = await metric(2, "kgw_server_peer_links");
     expect(withExtra).toBeGreaterThanOrEqual(1);
