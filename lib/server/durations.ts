@@ -60,7 +60,7 @@ export const REFUSAL_THROTTLE_MAX_SOURCES = 10_000;
  * The budget for idle CPU is 10 ms a second (issue 26), and a probe with a wake-up of its own cost
  * the process about 180–260 µs of CPU (an HTTP/2 or kgw-tunnel/1 PING through TLS and its
  * answer: timers, the write, the read; `scale` scenario, 200 a second cost 36–52 ms/s): 30 a
- * second was about 8 ms/s, and sent together (idleProbeBatchMs) 2–2.5 ms/s at 1,000 and 10,000.
+ * second was about 8 ms/s, and sent together (idleProbeBatchMs) 1.5–2.5 ms/s at 1,000 and 10,000.
  * Up to 150 agents are still asked every 5 s; past that each is asked less often (10,000: every
  * 333 s, inside the 350 s a Network Load Balancer keeps an idle connection). A dial still brings
  * a probe along at once, so a frozen agent is still found at the first dial it fails to take.
