@@ -27,15 +27,20 @@ export interface OwnerLookupDeps {
   probeAfterMs?: number;
 }
 
-/** The live instances (not this one) holding `tenant`'s agents; rejects with NoAgentError. */
+/**
+ * The live instances (not this one) holding `tenant`'s agents; rejects with NoAgentError.
+ * `tried`: owners the dial found without the agents (the peers are asked again rather than
+ * trust a kept answer naming only them).
+ */
 export function lookupOwners(
   deps: OwnerLookupDeps,
   tenant: string,
   why: RouteRead,
+  tried: ReadonlySet<string> = new Set(),
 ): Promise<readonly string[]> {
   const { probe, registry } = deps;
   if (!probe) return readWithin(deps, tenant, why);
-  if (registry?.down()) return probe.find(tenant);
+  if (registry?.down()) return probe.find(tenant, "registry_unreadable", tried);
   return new Promise((resolve, reject) => {
     let settled = false;
     let readError: Error | null = null;
@@ -53,7 +58,7 @@ export function lookupOwners(
       if (asked) return;
       asked = true;
       // find never rejects.
-      void probe.find(tenant).then((found) => {
+      void probe.find(tenant, "registry_unreadable", tried).then((found) => {
         if (found.length > 0) settle(() => resolve(found));
         else if (readError) settle(() => reject(noneAnywhere(readError!)));
         else peersKnowNone = true; // the read may still answer

@@ -1,8 +1,10 @@
 /**
  * Where a tenant's agents are when the registry cannot say: ask the live peers over the peer
- * links (peer-agents-call.ts). Used by routing only when a registry read fails or the registry is
+ * links (peer-agents-call.ts). Used by routing when a registry read fails or the registry is
  * known to be unreachable, so that an agent that re-homed during an outage (its new row queued,
- * unwritten) is still found from every instance, not only the one it joined.
+ * unwritten) is still found from every instance, not only the one it joined; and before a dial
+ * is answered "no agent" (routed-dial.ts), so that an agent that just connected is found before
+ * the instance it joined has written its row (rows are written in the background).
  *
  * Bounded: the peers asked are the live instances of the last lease read (not this one, not one
  * whose link is failing), at most ROUTE_PROBE_MAX_IN_FLIGHT at a time, each within
@@ -37,6 +39,14 @@ export interface PeerProbeOptions {
   maxInFlight?: number;
 }
 
+/** Why the peers are asked: logged with the answer. */
+export type ProbeReason = "registry_unreadable" | "no_live_owner";
+
+const PROBE_REASONS: Record<ProbeReason, string> = {
+  registry_unreadable: "the registry cannot be read",
+  no_live_owner: "no owner the registry names took the dial (an agent's row may not be written yet)",
+};
+
 interface Answer {
   owners: string[];
   at: number;
@@ -56,21 +66,32 @@ export class PeerProbe {
     this.logged = budgetedInfo(opts.log, PROBE_LOG_LINES_PER_SECOND, this.clock);
   }
 
-  /** The peers holding `tenant`'s agents, as they said recently or say now. Never rejects. */
-  find(tenant: string): Promise<readonly string[]> {
+  /**
+   * The peers holding `tenant`'s agents, as they said recently or say now. Never rejects.
+   * A kept answer naming owners is used only if it names one the dial has not tried (`tried`:
+   * they said "not here" or were unavailable): otherwise the agents moved since the peers were
+   * asked, and they are asked again. Asked because no owner took a dial (`no_live_owner`), it
+   * is used only while as fresh as a "nobody" besides.
+   */
+  find(
+    tenant: string,
+    why: ProbeReason = "registry_unreadable",
+    tried: ReadonlySet<string> = new Set(),
+  ): Promise<readonly string[]> {
     const now = this.clock();
     this.sweep(now);
     const known = this.answers.get(tenant);
     if (known) {
+      const negativeFresh = this.opts.negativeFreshMs ?? ROUTE_PROBE_NEGATIVE_FRESH_MS;
+      const owners = known.owners.length > 0;
       const fresh =
-        known.owners.length > 0
-          ? (this.opts.freshMs ?? ROUTE_PROBE_FRESH_MS)
-          : (this.opts.negativeFreshMs ?? ROUTE_PROBE_NEGATIVE_FRESH_MS);
-      if (now - known.at <= fresh) return Promise.resolve(known.owners);
+        owners && why === "registry_unreadable" ? (this.opts.freshMs ?? ROUTE_PROBE_FRESH_MS) : negativeFresh;
+      const contradicted = owners && known.owners.every((id) => tried.has(id));
+      if (now - known.at <= fresh && !contradicted) return Promise.resolve(known.owners);
     }
     let pending = this.asking.get(tenant);
     if (!pending) {
-      pending = this.ask(tenant).finally(() => this.asking.delete(tenant));
+      pending = this.ask(tenant, why).finally(() => this.asking.delete(tenant));
       this.asking.set(tenant, pending);
     }
     return pending;
@@ -81,7 +102,7 @@ export class PeerProbe {
     return this.answers.size;
   }
 
-  private ask(tenant: string): Promise<readonly string[]> {
+  private ask(tenant: string, why: ProbeReason): Promise<readonly string[]> {
     const { instances, links, selfId } = this.opts;
     const at = instances.judgeAt();
     const peers = [...instances.all().values()]
@@ -120,8 +141,8 @@ export class PeerProbe {
       };
       const done = () => {
         this.logged(
-          { tenant, asked: peers.length, found: answer.owners, unanswered },
-          "the registry cannot be read: asked the live peers for the tenant's agents",
+          { tenant, why, asked: peers.length, found: answer.owners, unanswered },
+          `${PROBE_REASONS[why]}: asked the live peers for the tenant's agents`,
         );
         tell();
       };

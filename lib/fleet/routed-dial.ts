@@ -12,7 +12,12 @@
  * Where the owners come from when the cache cannot say is owner-lookup.ts's: the registry, or the
  * live peers when it cannot be read.
  *
- * When no owner is left the caller gets what a single instance says with no agent (503).
+ * When no owner is left, the live peers are asked once (peer-probe.ts, whose answers are kept: at
+ * most one question per tenant per second however many dials) before the caller gets what a
+ * single instance says with no agent (503). Rows are written in the background, so an agent that
+ * just connected (a re-home, a rolling deploy moving every agent) is in no row for the first
+ * milliseconds; without the question, every dial entering elsewhere in that gap would fail
+ * while the agent is connected.
  * Cancelling at any point cancels what is in flight and nothing more is said to the caller.
  */
 import {
@@ -43,6 +48,12 @@ export class RoutedDial implements DialHandle {
   private inner: DialHandle | null = null;
   private cancelled = false;
   private reread = false;
+  /**
+   * Whether the peers may be asked (again): at first, and after an answer that had the dial try
+   * an owner it had not (which may say "not here" in its turn: the agents moved again). An
+   * answer that adds no owner to try ends the asking, so a dial asks at most once per instance.
+   */
+  private mayProbe = true;
   private readonly tried = new Set<string>();
 
   constructor(
@@ -52,7 +63,10 @@ export class RoutedDial implements DialHandle {
     private readonly frontend: FrontendEnd,
   ) {}
 
-  /** Starts routing; throws (as a directory's dial does) when it fails before any I/O. */
+  /**
+   * Starts routing; throws (as a directory's dial does) when it fails before any I/O: with no
+   * owner known and no peers to ask.
+   */
   start(): DialHandle {
     const known = this.deps.owners.peek(this.ctx.caller.tenant);
     if (known === undefined) this.readThenForward("miss");
@@ -66,7 +80,10 @@ export class RoutedDial implements DialHandle {
     this.inner?.cancel();
   }
 
-  /** Dials the first untried owner that takes it; none left: re-read once, then "no agent". */
+  /**
+   * Dials the first untried owner that takes it; none left: re-read once, then ask the peers
+   * once, then "no agent".
+   */
   private forward(owners: readonly string[], sync = false): void {
     const random = this.deps.random ?? Math.random;
     const candidates = owners.filter((id) => !this.tried.has(id));
@@ -96,12 +113,28 @@ export class RoutedDial implements DialHandle {
       this.readThenForward("not_here");
       return;
     }
+    if (this.mayProbe && this.deps.probe) {
+      this.probeThenForward(this.deps.probe);
+      return;
+    }
     this.noAgent(sync);
+  }
+
+  /** Asks the live peers where the tenant's agents are now, then forwards there (or "no agent"). */
+  private probeThenForward(probe: NonNullable<RoutingDeps["probe"]>): void {
+    this.mayProbe = false;
+    // find never rejects.
+    void probe.find(this.ctx.caller.tenant, "no_live_owner", this.tried).then((owners) => {
+      if (this.cancelled) return;
+      const triedBefore = this.tried.size;
+      this.forward(owners);
+      if (this.tried.size > triedBefore) this.mayProbe = true;
+    });
   }
 
   private readThenForward(why: RouteRead): void {
     this.reread = true;
-    lookupOwners(this.deps, this.ctx.caller.tenant, why).then(
+    lookupOwners(this.deps, this.ctx.caller.tenant, why, this.tried).then(
       (owners) => {
         if (!this.cancelled) this.forward(owners);
       },

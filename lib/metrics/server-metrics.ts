@@ -199,7 +199,7 @@ export class ServerMetrics {
 
   readonly peerProbes = new Counter({
     name: "kgw_server_peer_probes_total",
-    help: "Peers this instance asked for a tenant's agents because the registry could not be read, by answer (has_agents, no_agents, unavailable, refused, timeout).",
+    help: "Peers this instance asked for a tenant's agents (the registry could not be read, or no owner it names took a dial), by answer (has_agents, no_agents, unavailable, refused, timeout).",
     labelNames: ["answer"] as const,
     registers: [this.registry],
   });

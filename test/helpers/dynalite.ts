@@ -7,6 +7,8 @@
  *   dynalite keeps its data (closing dynalite itself would drop its in-memory store);
  * - `blackhole()` it (connections are accepted and never answered: the timeouts' case);
  * - `throttle(n)` the next n requests with DynamoDB's own throttling response;
+ * - `hold(match)` the requests a test picks (by operation and body) until it releases them: one
+ *   instance's write unwritten while the table answers everyone else;
  * - count requests per operation (`calls`), to check what a path costs.
  *
  * Child processes get the same endpoint through `env` (AWS_ENDPOINT_URL_DYNAMODB and friends).
@@ -34,6 +36,14 @@ const CREDENTIALS = { accessKeyId: "kgw-test", secretAccessKey: "kgw-test" };
 
 export type ThrottleError = "ThrottlingException" | "ProvisionedThroughputExceededException";
 
+/** Requests held at the front by `hold`, until released. */
+export interface HeldRequests {
+  /** How many are held now. */
+  count(): number;
+  /** Sends the held ones on, and lets later matches through. */
+  release(): void;
+}
+
 export interface LocalDynamo {
   /** http://127.0.0.1:<port>: the front, stable across stop/start. */
   readonly endpoint: string;
@@ -54,6 +64,8 @@ export interface LocalDynamo {
   blackhole(): Promise<void>;
   /** Answers the next `n` requests with a throttling error instead of serving them. */
   throttle(n: number, error?: ThrottleError): void;
+  /** Holds every request matching `match` (its operation, its JSON body) until released. */
+  hold(match: (op: string, body: string) => boolean): HeldRequests;
   /** Another table of the same design in the same server. */
   createTable(name: string): Promise<void>;
   /** Everything down: clients, sockets, dynalite. */
@@ -72,13 +84,19 @@ export async function startLocalDynamo(): Promise<LocalDynamo> {
   let throttled = 0;
   let throttleError: ThrottleError = "ThrottlingException";
 
+  const holds = new Set<{ match: (op: string, body: string) => boolean; waiting: Array<() => void> }>();
+
+  // Bodies are read whole before anything is decided: a hold matches on them (they are small
+  // JSON documents).
   const front = http.createServer((req, res) => {
     const op = String(req.headers["x-amz-target"] ?? "").split(".")[1] ?? "?";
     calls.set(op, (calls.get(op) ?? 0) + 1);
-    if (throttled > 0) {
-      throttled--;
-      req.resume();
-      req.on("end", () => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      if (throttled > 0) {
+        throttled--;
         res.writeHead(400, { "content-type": "application/x-amz-json-1.0", "x-amzn-requestid": "throttled" });
         res.end(
           JSON.stringify({
@@ -86,25 +104,31 @@ export async function startLocalDynamo(): Promise<LocalDynamo> {
             message: "Rate of requests exceeds the allowed throughput (injected by the test).",
           }),
         );
-      });
-      return;
-    }
-    const upstream = http.request(
-      {
-        host: "127.0.0.1",
-        port: backendPort,
-        method: req.method,
-        path: req.url,
-        headers: req.headers,
-        agent,
-      },
-      (up) => {
-        res.writeHead(up.statusCode ?? 500, up.headers);
-        up.pipe(res);
-      },
-    );
-    upstream.on("error", () => res.destroy());
-    req.pipe(upstream);
+        return;
+      }
+      const forward = () => {
+        const upstream = http.request(
+          {
+            host: "127.0.0.1",
+            port: backendPort,
+            method: req.method,
+            path: req.url,
+            headers: req.headers,
+            agent,
+          },
+          (up) => {
+            res.writeHead(up.statusCode ?? 500, up.headers);
+            up.pipe(res);
+          },
+        );
+        upstream.on("error", () => res.destroy());
+        upstream.end(body);
+      };
+      const text = body.toString("utf8");
+      const hold = [...holds].find((h) => h.match(op, text));
+      if (hold) hold.waiting.push(forward);
+      else forward();
+    });
   });
   await listen(front, 0);
   const port = (front.address() as net.AddressInfo).port;
@@ -166,6 +190,17 @@ export async function startLocalDynamo(): Promise<LocalDynamo> {
     throttle: (n, error = "ThrottlingException") => {
       throttled = n;
       throttleError = error;
+    },
+    hold: (match) => {
+      const h = { match, waiting: [] as Array<() => void> };
+      holds.add(h);
+      return {
+        count: () => h.waiting.length,
+        release: () => {
+          holds.delete(h);
+          for (const send of h.waiting.splice(0)) send();
+        },
+      };
     },
     createTable: (name) => createTable(client, name),
     close: async () => {

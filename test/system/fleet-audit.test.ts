@@ -120,7 +120,8 @@ describe("a dial forwarded over a peer link", () => {
   it("leaves one record, at the instance it entered, naming the owner and its agent, and counts once", async () => {
     const [owner, origin] = [fleet[0]!, fleet[1]!];
     const target = `127.0.0.1:${backend.port}`;
-    // Routing at fleet-2 learns of the agent from the registry; until then a dial there is 503.
+    // Until acme's agent is connected at fleet-1 (and fleet-2 has read fleet-1's lease), a dial
+    // at fleet-2 is 503.
     await waitUntil(
       () =>
         dialWhoami(pki, origin.ports.agent, acme.callerToken, target).then(
@@ -140,7 +141,7 @@ describe("a dial forwarded over a peer link", () => {
       5000,
       "the owner's end of the tunnels closed",
     );
-    // Dials tried before routing knew the agent were refused at fleet-2 (503) and recorded there.
+    // Dials tried before routing could find the agent were refused at fleet-2 (503) and recorded there.
     const atOrigin = auditOf(origin);
     const atOwner = auditOf(owner);
     const dials = async (f: FleetInstance) => metric(f, "kgw_tenant_dials_total", 'tenant="acme"');

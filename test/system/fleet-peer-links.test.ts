@@ -2,8 +2,9 @@
  * The peer links of a real fleet (three `kgw server` processes and a fourth started for one case,
  * one DynamoDB stand-in): a hopped dial waits the fleet's --backend-dial-timeout; an instance
  * restarted in place (same id, host and port, new process) is a new peer, used as soon as its
- * agent is back; links of instances whose lease is gone are pruned; and while the registry is
- * down, an agent that re-homed is found from every instance by asking the peers.
+ * agent is back; an agent that moved is reached from every instance before its new row is
+ * written; links of instances whose lease is gone are pruned; and while the registry is down, an
+ * agent that re-homed is found from every instance by asking the peers.
  *
  * Tenant acme's agent runs in this process and reaches the fleet through a TCP front over the
  * instances each case chooses; its socket factory sends every dial to acme's backend, except
@@ -12,6 +13,7 @@
 import { connect as netConnect, Socket } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import type { RunningAgent } from "../../lib/agent/agent.js";
+import { DynamoRegistry } from "../../lib/registry/dynamo/dynamo-registry.js";
 import { startTestAgent } from "../helpers/agent.js";
 import { closedPort } from "../helpers/backends.js";
 import { type LocalDynamo, startLocalDynamo } from "../helpers/dynalite.js";
@@ -224,6 +226,42 @@ describe("peer links in a fleet of three", () => {
     // Within a few lease re-reads (300 ms here), not the predecessor's failure backoff.
     expect(hop2.ms).toBeLessThan(1500);
     expect(hop3.ms).toBeLessThan(1500);
+  }, 40_000);
+
+  it("reaches an agent that moved from every instance before its new row is written", async () => {
+    await startAgentOn([0]);
+    await waitUntil(async () => (await agentInstances()).join() === "0", 10_000, "acme's agent on fleet-1");
+    // fleet-3 knows fleet-1 as acme's owner (its row is written in the background).
+    await untilDialSucceeds(2, Date.now(), 5_000);
+    // fleet-2's claim of acme's row waits at the table's front; everything else goes through.
+    const claim = dynamo.hold((op, body) => op === "PutItem" && body.includes('"fleet-2#acme-agent"'));
+    onTestFinished(() => claim.release());
+    await startAgentOn([1]);
+    await waitUntil(async () => (await agentInstances()).join() === "1", 10_000, "acme's agent on fleet-2");
+    await waitUntil(async () => claim.count() > 0, 5_000, "fleet-2's claim of acme's row held");
+    const registry = new DynamoRegistry({ tableName: dynamo.tableName, client: dynamo.client });
+    // fleet-1's row deleted: the table names no owner of acme.
+    await waitUntil(
+      async () => (await registry.ownersOf("acme")).items.length === 0,
+      5_000,
+      "no row of acme",
+    );
+    const found = (i: number) => metric(i, "kgw_server_peer_probes_total", 'answer="has_agents"');
+    const before = [await found(0), await found(2)];
+    // At fleet-3, which knew fleet-1 as the owner: "not here", the registry names nobody, and
+    // fleet-2 says it holds acme's agent.
+    expect(await dialAt(2)).toBe("acme");
+    // At fleet-1, which never looked acme up (its agent was local): the registry names nobody.
+    expect(await dialAt(0)).toBe("acme");
+    expect([await found(0), await found(2)]).toEqual([before[0]! + 1, before[1]! + 1]);
+    expect(claim.count()).toBeGreaterThan(0);
+    expect((await registry.ownersOf("acme")).items).toEqual([]);
+    claim.release();
+    await waitUntil(
+      async () => (await registry.ownersOf("acme")).items.map((r) => r.instanceId).join() === "fleet-2",
+      5_000,
+      "fleet-2's row of acme written",
+    );
   }, 40_000);
 
   it("prunes the link of an instance whose lease is gone", async () => {

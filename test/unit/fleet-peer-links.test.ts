@@ -141,6 +141,32 @@ describe("PeerProbe", () => {
     expect(f.asked).toEqual(["i2", "i2"]);
   });
 
+  it("asked because no owner took a dial, uses an answer naming owners only a second", async () => {
+    const f = probeFixture([lease("i1"), lease("i2")], { i2: { agents: 1 } });
+    expect(await f.probe.find("acme", "registry_unreadable")).toEqual(["i2"]);
+    f.advance(500);
+    expect(await f.probe.find("acme", "no_live_owner")).toEqual(["i2"]);
+    expect(f.asked).toEqual(["i2"]);
+    f.advance(501);
+    expect(await f.probe.find("acme", "no_live_owner")).toEqual(["i2"]);
+    expect(f.asked).toEqual(["i2", "i2"]);
+  });
+
+  it.each(["registry_unreadable", "no_live_owner"] as const)(
+    "asked because %s, asks again when the answer kept names only owners the dial tried",
+    async (why) => {
+      const f = probeFixture([lease("i1"), lease("i2"), lease("i3")], {
+        i2: { agents: 1 },
+        i3: { agents: 0 },
+      });
+      expect(await f.probe.find("acme", why)).toEqual(["i2"]);
+      expect(await f.probe.find("acme", why, new Set(["i3"]))).toEqual(["i2"]);
+      expect(f.asked.sort()).toEqual(["i2", "i3"]);
+      await f.probe.find("acme", why, new Set(["i2"]));
+      expect(f.asked.sort()).toEqual(["i2", "i2", "i3", "i3"]);
+    },
+  );
+
   it("answers at the first peer that holds agents, without waiting for a silent one", async () => {
     const never = new Promise<PeerAgentsAnswer>(() => {});
     const f = probeFixture([lease("i1"), lease("i2"), lease("i3")], { i2: never, i3: { agents: 1 } });

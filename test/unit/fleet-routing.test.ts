@@ -125,9 +125,15 @@ const link: BackendLink = { send: () => true, onceWritable: (cb) => cb(), close:
 function routing(
   owners: { peek: string[] | undefined; reads: string[][] },
   peers: Record<string, Array<"ok" | "not_here" | "unavailable" | "refused" | "throws">>,
+  /**
+   * What the live peers say, in turn, each time they are asked where the tenant's agents are
+   * (the last answer repeats; no peers to ask when absent).
+   */
+  probed?: string[][],
 ) {
   const dialed: string[] = [];
   const readsDone: string[] = [];
+  const asked: string[] = [];
   const deps: RoutingDeps = {
     local: {
       dial: () => {
@@ -159,8 +165,16 @@ function routing(
     },
     readTimeoutMs: 1_000,
     random: () => 0,
+    ...(probed && {
+      probe: {
+        find: async (_t, why) => {
+          asked.push(why ?? "registry_unreadable");
+          return (probed.length > 1 ? probed.shift() : probed[0]) ?? [];
+        },
+      },
+    }),
   };
-  return { deps, dialed, readsDone };
+  return { deps, dialed, readsDone, asked };
 }
 
 async function settle(told: { established?: BackendLink; failed?: GatewayError }) {
@@ -225,7 +239,83 @@ describe("RoutedDial", () => {
     expect(told.failed?.message).toBe("no agent connected for acme");
   });
 
-  it("fails at once, synchronously, when the cache knows there is no owner", () => {
+  // The instance the agent moved to writes its row in the background: a dial that reads the
+  // registry in between finds no owner, or still the one that said "not here".
+  it.each([
+    { registry: "names no owner", reads: [[]] },
+    { registry: "still names the owner that said 'not here'", reads: [["i2"]] },
+  ])(
+    "after 'not here', when the registry $registry, asks the live peers and goes where they say",
+    async ({ reads }) => {
+      const r = routing({ peek: ["i2"], reads }, { i2: ["not_here"], i4: ["ok"] }, [["i4"]]);
+      const { end, told } = recordingFrontend();
+      new RoutedDial(r.deps, ctx, { protocol: "tcp", address: "x:1" }, end).start();
+      await settle(told);
+      expect(r.readsDone).toEqual(["not_here"]);
+      expect(r.asked).toEqual(["no_live_owner"]);
+      expect(r.dialed).toEqual(["i2", "i4"]);
+      expect(told.established).toBe(link);
+    },
+  );
+
+  it("asks the peers no more once they name only owners it tried: then answers 'no agent'", async () => {
+    const r = routing({ peek: ["i2"], reads: [["i3"]] }, { i2: ["not_here"], i3: ["not_here"] }, [["i2"]]);
+    const { end, told } = recordingFrontend();
+    new RoutedDial(r.deps, ctx, { protocol: "tcp", address: "x:1" }, end).start();
+    await settle(told);
+    expect(r.dialed).toEqual(["i2", "i3"]);
+    expect(r.asked).toEqual(["no_live_owner"]);
+    expect(told.failed).toBeInstanceOf(NoAgentError);
+    expect(told.failed?.message).toBe("no agent connected for acme");
+  });
+
+  it("asks again when the owner the peers named says 'not here' (the agents moved again)", async () => {
+    const r = routing({ peek: [], reads: [[]] }, { i3: ["not_here"], i4: ["ok"] }, [["i3"], ["i4"]]);
+    const { end, told } = recordingFrontend();
+    new RoutedDial(r.deps, ctx, { protocol: "tcp", address: "x:1" }, end).start();
+    await settle(told);
+    expect(r.dialed).toEqual(["i3", "i4"]);
+    expect(r.asked).toEqual(["no_live_owner", "no_live_owner"]);
+    expect(told.established).toBe(link);
+  });
+
+  it("stops asking when each answer names an owner that says 'not here' once tried", async () => {
+    const r = routing({ peek: [], reads: [[]] }, { i3: ["not_here"], i4: ["not_here"] }, [
+      ["i3"],
+      ["i4"],
+      ["i3", "i4"],
+    ]);
+    const { end, told } = recordingFrontend();
+    new RoutedDial(r.deps, ctx, { protocol: "tcp", address: "x:1" }, end).start();
+    await settle(told);
+    expect(r.dialed).toEqual(["i3", "i4"]);
+    expect(r.asked).toHaveLength(3);
+    expect(told.failed).toBeInstanceOf(NoAgentError);
+  });
+
+  it("on a miss that reads no owner, asks the peers before answering (a new agent's row unwritten)", async () => {
+    const r = routing({ peek: undefined, reads: [[]] }, { i4: ["ok"] }, [["i4"]]);
+    const { end, told } = recordingFrontend();
+    new RoutedDial(r.deps, ctx, { protocol: "tcp", address: "x:1" }, end).start();
+    await settle(told);
+    expect(r.readsDone).toEqual(["miss"]);
+    expect(r.asked).toEqual(["no_live_owner"]);
+    expect(r.dialed).toEqual(["i4"]);
+    expect(told.established).toBe(link);
+  });
+
+  it("when the cache knows no owner, asks the peers (not the registry) and answers 'no agent' if none has one", async () => {
+    const r = routing({ peek: [], reads: [] }, {}, [[]]);
+    const { end, told } = recordingFrontend();
+    new RoutedDial(r.deps, ctx, { protocol: "tcp", address: "x:1" }, end).start();
+    await settle(told);
+    expect(r.readsDone).toEqual([]);
+    expect(r.asked).toEqual(["no_live_owner"]);
+    expect(told.failed).toBeInstanceOf(NoAgentError);
+    expect(told.failed?.message).toBe("no agent connected for acme");
+  });
+
+  it("without peers to ask, fails at once, synchronously, when the cache knows there is no owner", () => {
     const r = routing({ peek: [], reads: [] }, {});
     const { end } = recordingFrontend();
     expect(() => new RoutedDial(r.deps, ctx, { protocol: "tcp", address: "x:1" }, end).start()).toThrow(
