@@ -23,6 +23,9 @@ export const USAGE = `Usage: npm run bench -- [options]
   --render <file>       print the tables of an earlier --json file and exit
   --no-build            use dist/ as it is (default: \`npm run build\` when sources are newer)
   --profile <dir>       write CPU profiles of the kgw server and agent processes into <dir>
+  --transfers <regexp>  throughput and wan: measure only the transfers whose key matches, e.g.
+                        '^go-kgw-upload$' (keys: [curl-|go-|go32k-]<path>-<direction>), to
+                        profile one of them; the other rows read "not measured"
   --list                list the scenarios and exit
   --help
 `;
@@ -96,6 +99,15 @@ export function parseArgs(argv: readonly string[]): BenchOptions | "help" {
       case "--profile":
         o.profileDir = takeValue();
         break;
+      case "--transfers": {
+        const v = takeValue();
+        try {
+          o.transfers = new RegExp(v);
+        } catch (err) {
+          throw new Error(`--transfers must be a regular expression: ${(err as Error).message}`);
+        }
+        break;
+      }
       case "--list":
         o.list = true;
         break;

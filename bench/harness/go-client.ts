@@ -80,12 +80,22 @@ export class GoClient {
     return r.dials / r.seconds;
   }
 
-  /** One transfer of `bytes`, every byte checked: MB/s from the command to the last byte (ack). */
-  async transfer(route: GoRoute, dir: "download" | "upload", bytes: number): Promise<number> {
+  /**
+   * One transfer of `bytes`, every byte checked: MB/s from the command to the last byte (ack).
+   * `chunkBytes`: bytes per write of an upload (each a DATA packet; the client's 256 KiB by
+   * default) and per read of a download.
+   */
+  async transfer(
+    route: GoRoute,
+    dir: "download" | "upload",
+    bytes: number,
+    chunkBytes?: number,
+  ): Promise<number> {
     const r = await this.run<{ bytes: number; seconds: number }>(route, [
       `-mode=${dir}`,
       `-bytes=${bytes}`,
       `-start=${randomStart()}`,
+      ...(chunkBytes === undefined ? [] : [`-chunk=${chunkBytes}`]),
     ]);
     if (r.bytes !== bytes) throw new Error(`the Go client moved ${r.bytes} of ${bytes} bytes`);
     return r.bytes / 1e6 / r.seconds;

@@ -137,6 +137,8 @@ export interface BenchOptions {
   build: boolean;
   /** Write CPU profiles of the kgw processes into this directory. */
   profileDir?: string;
+  /** throughput and wan measure only the transfers whose key matches (to profile one). */
+  transfers?: RegExp;
   render?: string;
   list: boolean;
 }

@@ -14,7 +14,7 @@ import { eachRound, roundOrder } from "../harness/rounds.js";
 import { startBackend, startDelay, startKgw, startRelayChain } from "../harness/stacks.js";
 import { median } from "../harness/stats.js";
 import { bulk, type Direction, pingRoundTrips } from "../harness/transfer.js";
-import type { BenchContext, Cell, Row, Scenario, Target } from "../harness/types.js";
+import type { BenchContext, Cell, Row, Scenario, System, Target } from "../harness/types.js";
 import { Samples, startTenantIfAsked, startUpstreams, tenantCell, upstreamCell } from "./common.js";
 import { CURL_MAX_BULK_BYTES, startCurlPaths } from "./curl-paths.js";
 import { GO_BASELINE_NA, goCell, startGoPaths } from "./go-paths.js";
@@ -28,6 +28,11 @@ const MODES = [
 const ECHO_PATHS = ["direct", "relay", "kgw-connect", "tenant-connect", "up-connect"];
 /** Warm-up before measuring (JIT, TLS session setup, socket buffers growing). */
 const WARMUP_BYTES = 32 * 1024 * 1024;
+/**
+ * The Go client's writes in the extra upload row: what kube-apiserver's proxying writes into a
+ * tunnel (io.Copy's 32 KiB buffer), each a DATA packet, where the main rows write 256 KiB.
+ */
+const KUBE_WRITE_BYTES = 32 * 1024;
 
 export interface ThroughputOptions {
   name: string;
@@ -103,26 +108,37 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
   const goClient = go.client instanceof GoClient ? go.client : null;
   const goMove = (name: string, dir: Direction, bytes: number) =>
     goClient!.transfer(go.routes[name]!, dir, bytes);
-  /** The clients of their own processes, each with its paths: [key prefix, path names, move]. */
-  const external: [string, string[], typeof curlMove][] = [
-    ["curl", Object.keys(curl.routes), curlMove],
-    ...(goClient ? [["go", Object.keys(go.routes), goMove] as [string, string[], typeof curlMove]] : []),
+  const goKubeMove = (name: string, dir: Direction, bytes: number) =>
+    goClient!.transfer(go.routes[name]!, dir, bytes, KUBE_WRITE_BYTES);
+  /** The clients of their own processes, each with its paths and directions: [key prefix, path names, directions, move]. */
+  const external: [string, string[], Direction[], typeof curlMove][] = [
+    ["curl", Object.keys(curl.routes), DIRECTIONS, curlMove],
+    ...(goClient
+      ? ([
+          ["go", Object.keys(go.routes), DIRECTIONS, goMove],
+          ["go32k", Object.keys(go.routes), ["upload"], goKubeMove],
+        ] as [string, string[], Direction[], typeof curlMove][])
+      : []),
   ];
 
+  /** --transfers: only the transfers whose key matches are measured (warm-ups included). */
+  const chosen = (key: string) => ctx.options.transfers?.test(key) ?? true;
   const s = new Samples(ctx);
   const warmBytes = Math.min(WARMUP_BYTES, sizes.bulkBytes);
   const warmMs = sizes.warmupMs;
   for (const [name, open] of Object.entries(paths)) {
     for (const dir of DIRECTIONS) {
+      if (!chosen(`${name}-${dir}`)) continue;
       await s.take(`${name}-${dir}`, async () => {
         await bulk(open, dir, warmBytes, warmMs);
         return Number.NaN;
       });
     }
   }
-  for (const [prefix, names, move] of external) {
+  for (const [prefix, names, dirs, move] of external) {
     for (const name of names) {
-      for (const dir of DIRECTIONS) {
+      for (const dir of dirs) {
+        if (!chosen(`${prefix}-${name}-${dir}`)) continue;
         await s.take(`${prefix}-${name}-${dir}`, async () => {
           await move(name, dir, warmBytes);
           return Number.NaN;
@@ -134,10 +150,14 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
   const measured = new Samples(ctx);
   const cpu = new Samples(ctx);
   const echo = new Samples(ctx);
-  const pairs = Object.keys(paths).flatMap((name) => DIRECTIONS.map((dir) => ({ name, dir })));
-  const externalPairs = external.flatMap(([prefix, names, move]) =>
-    names.flatMap((name) => DIRECTIONS.map((dir) => ({ prefix, name, dir, move }))),
-  );
+  const pairs = Object.keys(paths)
+    .flatMap((name) => DIRECTIONS.map((dir) => ({ name, dir })))
+    .filter(({ name, dir }) => chosen(`${name}-${dir}`));
+  const externalPairs = external
+    .flatMap(([prefix, names, dirs, move]) =>
+      names.flatMap((name) => dirs.map((dir) => ({ prefix, name, dir, move }))),
+    )
+    .filter(({ prefix, name, dir }) => chosen(`${prefix}-${name}-${dir}`));
   await eachRound(ctx, async (round) => {
     for (const { prefix, name, dir, move } of roundOrder(externalPairs, round)) {
       const key = `${prefix}-${name}-${dir}`;
@@ -168,6 +188,7 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
       });
     }
     for (const name of roundOrder(ECHO_PATHS, round)) {
+      if (ctx.options.transfers) break;
       const open = paths[name];
       if (open) await echo.take(name, async () => median(await pingRoundTrips(open, sizes.pings)));
     }
@@ -193,6 +214,22 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
     const m = (key: string) => () => goCell(go, () => measured.cell(`go-${key}-${dir}`));
     rows.push({
       name: `${dir}, gRPC (Go konnectivity-client, single-use tunnel)`,
+      unit: "MB/s",
+      better: "higher",
+      targets: o.targets,
+      cells: {
+        kgw: m("kgw")(),
+        ...tenantCell(tenant, m("tenant")),
+        direct: GO_BASELINE_NA,
+        relay: GO_BASELINE_NA,
+        upstream: upstreamCell(ctx, up.grpc, m("up")),
+      },
+    });
+  }
+  {
+    const m = (key: string) => () => goCell(go, () => measured.cell(`go32k-${key}-upload`));
+    rows.push({
+      name: "upload, gRPC (Go konnectivity-client, single-use tunnel), 32 KiB writes as kube-apiserver's",
       unit: "MB/s",
       better: "higher",
       targets: o.targets,
@@ -252,6 +289,14 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
       upstream: upstreamCell(ctx, up.connect, () => echo.cell("up-connect")),
     },
   });
+  // --transfers: the rows of transfers left out are not measured on purpose, not failures.
+  if (ctx.options.transfers) {
+    for (const row of rows) {
+      for (const k of Object.keys(row.cells) as System[]) {
+        if (row.cells[k]?.error === "not measured") row.cells[k] = { na: "not measured (--transfers)" };
+      }
+    }
+  }
   return rows;
 }
 

@@ -12,12 +12,12 @@
  * Where the owners come from when the cache cannot say is owner-lookup.ts's: the registry, or the
  * live peers when it cannot be read.
  *
- * When no owner is left, the live peers are asked once (peer-probe.ts, whose answers are kept: at
- * most one question per tenant per second however many dials) before the caller gets what a
- * single instance says with no agent (503). Rows are written in the background, so an agent that
- * just connected (a re-home, a rolling deploy moving every agent) is in no row for the first
- * milliseconds; without the question, every dial entering elsewhere in that gap would fail
- * while the agent is connected.
+ * When no owner is left, the live peers are asked (peer-probe.ts, whose answers are kept: a
+ * tenant without agents costs one question per second however many dials) before the caller
+ * gets what a single instance says with no agent (503). Rows are written in the background, so
+ * an agent that just connected (a re-home, a rolling deploy moving every agent) is in no row for
+ * the first milliseconds; without the question, every dial entering elsewhere in that gap would
+ * fail while the agent is connected.
  * Cancelling at any point cancels what is in flight and nothing more is said to the caller.
  */
 import {

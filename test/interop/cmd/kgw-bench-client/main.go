@@ -41,6 +41,7 @@ type config struct {
 	concurrency int
 	bytes       int64
 	start       int
+	chunk       int
 	out         string
 	timeout     time.Duration
 }
@@ -58,11 +59,16 @@ func main() {
 	flag.IntVar(&cfg.concurrency, "concurrency", 1, "dials at once (rate)")
 	flag.Int64Var(&cfg.bytes, "bytes", 0, "bytes to move (download, upload, pattern)")
 	flag.IntVar(&cfg.start, "start", 0, "where the transfer enters the pattern")
+	flag.IntVar(&cfg.chunk, "chunk", defaultChunkBytes, "bytes per write of an upload (one DATA packet each) and per read of a download")
 	flag.StringVar(&cfg.out, "out", "", "file the JSON result (or the pattern) is written to")
 	flag.DurationVar(&cfg.timeout, "timeout", 15*time.Second, "time limit of one dial; a transfer may take 20 times this")
 	flag.Parse()
 	if cfg.out == "" || cfg.mode == "" {
 		fmt.Fprintln(os.Stderr, "-mode and -out are required")
+		os.Exit(2)
+	}
+	if cfg.chunk < 1 || cfg.chunk > maxChunkBytes {
+		fmt.Fprintf(os.Stderr, "-chunk must be between 1 and %d bytes\n", maxChunkBytes)
 		os.Exit(2)
 	}
 	if cfg.mode != "pattern" {
@@ -101,9 +107,9 @@ func run(cfg *config) (any, error) {
 	case "rate":
 		return rate(d, cfg.count, cfg.concurrency)
 	case "download":
-		return download(d, cfg.bytes, cfg.start)
+		return download(d, cfg.bytes, cfg.start, cfg.chunk)
 	case "upload":
-		return upload(d, cfg.bytes, cfg.start)
+		return upload(d, cfg.bytes, cfg.start, cfg.chunk)
 	}
 	return nil, fmt.Errorf("unknown mode %q", cfg.mode)
 }

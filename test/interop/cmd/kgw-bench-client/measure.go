@@ -25,8 +25,9 @@ const (
 	pong       = 0x4b
 	ackBytes   = 8
 	mismatch   = uint64(1) << 63
-	// Bytes per write of an upload and per read of a download.
-	chunkBytes = 256 * 1024
+	// Bytes per write of an upload and per read of a download, unless -chunk says otherwise.
+	defaultChunkBytes = 256 * 1024
+	maxChunkBytes     = 16 * 1024 * 1024
 	// A transfer may take this many dial time limits.
 	transferTimeouts = 20
 )
@@ -135,7 +136,7 @@ func rate(d *tunnelDialer, count, concurrency int) (any, error) {
 	return map[string]any{"dials": count, "seconds": time.Since(t0).Seconds()}, nil
 }
 
-func download(d *tunnelDialer, n int64, start int) (any, error) {
+func download(d *tunnelDialer, n int64, start, chunkBytes int) (any, error) {
 	c, deadline, err := d.transferConn()
 	if err != nil {
 		return nil, err
@@ -162,7 +163,7 @@ func download(d *tunnelDialer, n int64, start int) (any, error) {
 	return map[string]any{"bytes": n, "seconds": time.Since(t0).Seconds()}, nil
 }
 
-func upload(d *tunnelDialer, n int64, start int) (any, error) {
+func upload(d *tunnelDialer, n int64, start, chunkBytes int) (any, error) {
 	c, _, err := d.transferConn()
 	if err != nil {
 		return nil, err
@@ -176,7 +177,7 @@ func upload(d *tunnelDialer, n int64, start int) (any, error) {
 	}
 	src := newPatternSource(start)
 	for left := n; left > 0; {
-		b := src.next(int(min(left, chunkBytes)))
+		b := src.next(int(min(left, int64(chunkBytes))))
 		if _, err := c.Write(b); err != nil {
 			return nil, fmt.Errorf("after %d of %d bytes: %w", n-left, n, err)
 		}
