@@ -210,38 +210,33 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
       },
     });
   }
+  /** A row of the Go client's transfers, keyed `<prefix>-<path>-<dir>`. */
+  const goRow = (name: string, prefix: string, dir: Direction): Row => {
+    const m = (key: string) => () => goCell(go, () => measured.cell(`${prefix}-${key}-${dir}`));
+    return {
+      name,
+      unit: "MB/s",
+      better: "higher",
+      targets: o.targets,
+      cells: {
+        kgw: m("kgw")(),
+        ...tenantCell(tenant, m("tenant")),
+        direct: GO_BASELINE_NA,
+        relay: GO_BASELINE_NA,
+        upstream: upstreamCell(ctx, up.grpc, m("up")),
+      },
+    };
+  };
   for (const dir of DIRECTIONS) {
-    const m = (key: string) => () => goCell(go, () => measured.cell(`go-${key}-${dir}`));
-    rows.push({
-      name: `${dir}, gRPC (Go konnectivity-client, single-use tunnel)`,
-      unit: "MB/s",
-      better: "higher",
-      targets: o.targets,
-      cells: {
-        kgw: m("kgw")(),
-        ...tenantCell(tenant, m("tenant")),
-        direct: GO_BASELINE_NA,
-        relay: GO_BASELINE_NA,
-        upstream: upstreamCell(ctx, up.grpc, m("up")),
-      },
-    });
+    rows.push(goRow(`${dir}, gRPC (Go konnectivity-client, single-use tunnel)`, "go", dir));
   }
-  {
-    const m = (key: string) => () => goCell(go, () => measured.cell(`go32k-${key}-upload`));
-    rows.push({
-      name: "upload, gRPC (Go konnectivity-client, single-use tunnel), 32 KiB writes as kube-apiserver's",
-      unit: "MB/s",
-      better: "higher",
-      targets: o.targets,
-      cells: {
-        kgw: m("kgw")(),
-        ...tenantCell(tenant, m("tenant")),
-        direct: GO_BASELINE_NA,
-        relay: GO_BASELINE_NA,
-        upstream: upstreamCell(ctx, up.grpc, m("up")),
-      },
-    });
-  }
+  rows.push(
+    goRow(
+      "upload, gRPC (Go konnectivity-client, single-use tunnel), 32 KiB writes as kube-apiserver's",
+      "go32k",
+      "upload",
+    ),
+  );
   for (const { mode, label } of MODES) {
     for (const dir of DIRECTIONS) {
       rows.push({
