@@ -22,6 +22,7 @@ import {
   ROUTE_PROBE_TIMEOUT_MS,
 } from "../server/durations.js";
 import type { InstanceView } from "./instance-view.js";
+import type { ProbeReason } from "./peer/peer-agents-call.js";
 import type { PeerLinks } from "./peer/peer-links.js";
 
 /** Probe results logged at info per second (the rest at debug; every peer asked is counted). */
@@ -38,9 +39,6 @@ export interface PeerProbeOptions {
   negativeFreshMs?: number;
   maxInFlight?: number;
 }
-
-/** Why the peers are asked: logged with the answer. */
-export type ProbeReason = "registry_unreadable" | "no_live_owner";
 
 const PROBE_REASONS: Record<ProbeReason, string> = {
   registry_unreadable: "the registry cannot be read",
@@ -128,7 +126,7 @@ export class PeerProbe {
         while (inFlight < limit && next < peers.length) {
           const peer = peers[next++]!;
           inFlight++;
-          void links.askAgents(peer, tenant, timeoutMs).then((a) => {
+          void links.askAgents(peer, tenant, timeoutMs, why).then((a) => {
             inFlight--;
             if (typeof a !== "string" && a.agents > 0) {
               answer.owners.push(peer.id);

@@ -199,8 +199,8 @@ export class ServerMetrics {
 
   readonly peerProbes = new Counter({
     name: "kgw_server_peer_probes_total",
-    help: "Peers this instance asked for a tenant's agents (the registry could not be read, or no owner it names took a dial), by answer (has_agents, no_agents, unavailable, refused, timeout).",
-    labelNames: ["answer"] as const,
+    help: "Peers this instance asked for a tenant's agents, by answer (has_agents, no_agents, unavailable, refused, timeout) and reason (registry_unreadable; no_live_owner: no owner the registry names took a dial).",
+    labelNames: ["answer", "reason"] as const,
     registers: [this.registry],
   });
 

@@ -389,7 +389,12 @@ describe("dials forwarded to the owner", () => {
 describe("a peer asking for a tenant's agents", () => {
   it("the owner says how many of the tenant's agents it holds, to fleet peers only", async () => {
     expect(await links.askAgents(owner(), "acme", 2000)).toEqual({ agents: 1 });
-    expect(await links.askAgents(owner(), "initech", 2000)).toEqual({ agents: 0 });
+    expect(await links.askAgents(owner(), "initech", 2000, "no_live_owner")).toEqual({ agents: 0 });
+    // The asker counts each answer by why it asked.
+    const asked = (await a.gw.metrics.peerProbes.get()).values.map(
+      (v) => `${v.labels.reason} ${v.labels.answer} ${v.value}`,
+    );
+    expect(asked.sort()).toEqual(["no_live_owner no_agents 1", "registry_unreadable has_agents 1"]);
     // A caller's certificate from the same CA is no peer's: refused, and nothing said.
     const notPeer = testPeerLinks(pki, peerPki, { log: a.log, identity: pki.frontend });
     try {

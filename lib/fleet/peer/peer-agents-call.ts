@@ -1,6 +1,6 @@
 /**
  * "Do you hold agents of tenant T?", asked of a peer over its peer link: how routing finds a
- * tenant's agents when the registry cannot be read (lib/fleet/peer-probe.ts). Peer links are
+ * tenant's agents when the registry cannot say (lib/fleet/peer-probe.ts). Peer links are
  * ours at both ends, so this is a kgw method of our own on the peer port, never seen by an
  * upstream peer:
  *
@@ -17,6 +17,12 @@ import { PeerHeader } from "./peer-context.js";
 
 export const PEER_AGENTS_PATH = "/kgw.fleet.Peer/Agents";
 export const PEER_AGENTS_HEADER = "kgw-peer-agents";
+
+/**
+ * Why a peer is asked (kgw_server_peer_probes_total's `reason`, and the probe's log line): the
+ * registry cannot be read, or no owner it names took a dial (an agent's row may be unwritten).
+ */
+export type ProbeReason = "registry_unreadable" | "no_live_owner";
 
 /** A peer's answer, for kgw_server_peer_probes_total: how many agents, or why none was had. */
 export type PeerAgentsAnswer = { agents: number } | "unavailable" | "refused" | "timeout";

@@ -39,7 +39,7 @@ import { Http2PeerWatch } from "../../transport/http2-peer-watch.js";
 import { tcpPeerGone } from "../../transport/node-internals.js";
 import { readPem } from "../../transport/tls-files.js";
 import type { DialHandle, DialRequest, FrontendEnd } from "../../tunnel/endpoints.js";
-import { askPeerAgents, type PeerAgentsAnswer } from "./peer-agents-call.js";
+import { askPeerAgents, type PeerAgentsAnswer, type ProbeReason } from "./peer-agents-call.js";
 import { PEER_PROXY_PATH, peerContextHeaders } from "./peer-context.js";
 import { PeerDial, type PeerDialOutcome } from "./peer-dial.js";
 import { type PeerInstance, PeerLink, type PeerTimings, type PeerTlsMaterial } from "./peer-link.js";
@@ -164,7 +164,12 @@ export class PeerLinks {
    * A peer marked failing is not asked ("unavailable"); a probe that cannot connect marks it as
    * a dial would. Never rejects.
    */
-  async askAgents(peer: PeerInstance, tenant: string, timeoutMs: number): Promise<PeerAgentsAnswer> {
+  async askAgents(
+    peer: PeerInstance,
+    tenant: string,
+    timeoutMs: number,
+    reason: ProbeReason = "registry_unreadable",
+  ): Promise<PeerAgentsAnswer> {
     const link = this.linkFor(peer);
     let answer: PeerAgentsAnswer = "unavailable";
     if (!this.closed && link.failing() === null) {
@@ -178,6 +183,7 @@ export class PeerLinks {
     }
     this.opts.metrics?.peerProbes.inc({
       answer: typeof answer === "string" ? answer : answer.agents > 0 ? "has_agents" : "no_agents",
+      reason,
     });
     return answer;
   }
