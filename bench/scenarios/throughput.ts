@@ -106,17 +106,16 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
 
   const go = await startGoPaths(ctx, { kgw, tenant, upGrpc, target });
   const goClient = go.client instanceof GoClient ? go.client : null;
-  const goMove = (name: string, dir: Direction, bytes: number) =>
-    goClient!.transfer(go.routes[name]!, dir, bytes);
-  const goKubeMove = (name: string, dir: Direction, bytes: number) =>
-    goClient!.transfer(go.routes[name]!, dir, bytes, KUBE_WRITE_BYTES);
+  /** The Go client's transfers, in writes of `chunkBytes` (the client's own 256 KiB by default). */
+  const goMove = (chunkBytes?: number) => (name: string, dir: Direction, bytes: number) =>
+    goClient!.transfer(go.routes[name]!, dir, bytes, chunkBytes);
   /** The clients of their own processes, each with its paths and directions: [key prefix, path names, directions, move]. */
   const external: [string, string[], Direction[], typeof curlMove][] = [
     ["curl", Object.keys(curl.routes), DIRECTIONS, curlMove],
     ...(goClient
       ? ([
-          ["go", Object.keys(go.routes), DIRECTIONS, goMove],
-          ["go32k", Object.keys(go.routes), ["upload"], goKubeMove],
+          ["go", Object.keys(go.routes), DIRECTIONS, goMove()],
+          ["go32k", Object.keys(go.routes), ["upload"], goMove(KUBE_WRITE_BYTES)],
         ] as [string, string[], Direction[], typeof curlMove][])
       : []),
   ];
@@ -187,8 +186,8 @@ async function run(ctx: BenchContext, o: ThroughputOptions): Promise<Row[]> {
         return t.mbps;
       });
     }
-    for (const name of roundOrder(ECHO_PATHS, round)) {
-      if (ctx.options.transfers) break;
+    // --transfers measures transfers only.
+    for (const name of ctx.options.transfers ? [] : roundOrder(ECHO_PATHS, round)) {
       const open = paths[name];
       if (open) await echo.take(name, async () => median(await pingRoundTrips(open, sizes.pings)));
     }

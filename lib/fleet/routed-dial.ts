@@ -82,7 +82,7 @@ export class RoutedDial implements DialHandle {
 
   /**
    * Dials the first untried owner that takes it; none left: re-read once, then ask the peers
-   * once, then "no agent".
+   * (again only after an answer that named a new owner), then "no agent".
    */
   private forward(owners: readonly string[], sync = false): void {
     const random = this.deps.random ?? Math.random;
